@@ -1,0 +1,57 @@
+# The two commands a new user runs are `make demo` and `make test`; both bootstrap
+# everything they need (uv in .tools/, the workspace in .venv/) from python3 and pip.
+
+PYTHON ?= python3
+TOOLS := .tools
+UV_VERSION := 0.13.9
+UV := $(TOOLS)/bin/uv
+VENV := .venv
+BIN := $(VENV)/bin
+BENCH_VENV := .venv-bench
+MEMBERS := mediator/pyproject.toml mediator_resilience/pyproject.toml http_resilience/pyproject.toml
+
+export UV_PYTHON_DOWNLOADS := never
+export UV_PROJECT_ENVIRONMENT := $(VENV)
+
+.PHONY: demo test lint format bench docs venv clean
+
+$(UV):
+	$(PYTHON) -m venv $(TOOLS)
+	$(TOOLS)/bin/python -m pip install --quiet --disable-pip-version-check "uv==$(UV_VERSION)"
+
+$(VENV)/.synced: $(UV) pyproject.toml $(MEMBERS)
+	$(UV) sync --all-packages --python $(PYTHON)
+	touch $@
+
+venv: $(VENV)/.synced
+
+demo: venv
+	$(BIN)/python samples/quickstart/main.py
+
+test: venv
+	$(BIN)/python -m pytest --cov --cov-report=term $(PYTEST_ARGS)
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/pyright
+
+format: venv
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+# Peers are installed only into the benchmark's own environment, never into .venv.
+$(BENCH_VENV)/.synced: $(UV) benchmarks/requirements.txt $(MEMBERS)
+	$(UV) venv --allow-existing --python $(PYTHON) $(BENCH_VENV)
+	VIRTUAL_ENV=$(BENCH_VENV) $(UV) pip install ./mediator ./mediator_resilience ./http_resilience -r benchmarks/requirements.txt
+	touch $@
+
+bench: $(BENCH_VENV)/.synced
+	$(BENCH_VENV)/bin/python benchmarks/mediator_dispatch.py
+
+docs: venv
+	$(BIN)/mkdocs build --strict --site-dir site
+
+clean:
+	rm -rf $(VENV) $(BENCH_VENV) $(TOOLS) site .pytest_cache .mypy_cache .ruff_cache .coverage

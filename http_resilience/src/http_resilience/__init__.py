@@ -1,0 +1,3 @@
+"""Resilient httpx transports (skeleton: the strategies arrive with their own issues)."""
+
+__all__: list[str] = []

@@ -1,0 +1,49 @@
+"""Finding handlers in packages and modules, for `register_from`."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Iterator
+from types import ModuleType
+from typing import Any
+
+from mediator._handlers import is_concrete_handler
+
+__all__ = ["find_handlers", "walk_modules"]
+
+
+def walk_modules(target: ModuleType | str) -> Iterator[ModuleType]:
+    """`target` and, for a package, every module in its subpackages, by name.
+
+    Raises:
+        TypeError: `target` is neither a module nor a dotted module name.
+        ImportError: A module could not be imported (the error names it).
+    """
+    if isinstance(target, str):
+        module = importlib.import_module(target)
+    elif isinstance(target, ModuleType):
+        module = target
+    else:
+        raise TypeError(
+            "register_from takes modules or packages (or their dotted names), "
+            f"got {type(target).__qualname__}: {target!r}"
+        )
+    yield module
+    path = getattr(module, "__path__", None)
+    if path is None:
+        return
+    names = sorted(info.name for info in pkgutil.walk_packages(path, f"{module.__name__}."))
+    for name in names:
+        yield importlib.import_module(name)
+
+
+def find_handlers(module: ModuleType) -> list[type[Any]]:
+    """Concrete handler classes defined in `module` itself, in definition order."""
+    return [
+        value
+        for value in vars(module).values()
+        if isinstance(value, type)
+        and value.__module__ == module.__name__
+        and is_concrete_handler(value)
+    ]

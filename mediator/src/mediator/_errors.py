@@ -1,0 +1,98 @@
+"""The mediator's exceptions: domain errors (final) and configuration errors."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+__all__ = [
+    "BusinessRuleError",
+    "ConfigurationError",
+    "ConflictError",
+    "DomainError",
+    "DuplicateHandlerError",
+    "FieldError",
+    "ForbiddenError",
+    "HandlerNotFoundError",
+    "MediatorError",
+    "NotFoundError",
+    "ScopeError",
+    "SyncPathError",
+    "UnresolvableDependencyError",
+    "ValidationError",
+]
+
+
+class MediatorError(Exception):
+    """Root of every exception the `mediator` package raises."""
+
+
+# --- Domain errors: deterministic, a second attempt fails identically ----------
+
+
+class DomainError(MediatorError):
+    """A deterministic failure of the request itself; retrying cannot help."""
+
+
+@dataclass(frozen=True, slots=True)
+class FieldError:
+    """One failed field: where (`path`, as in pydantic's `loc`) and why."""
+
+    path: tuple[str | int, ...]
+    message: str
+
+
+class ValidationError(DomainError):
+    """The request is invalid; `errors` lists every failed field.
+
+    Args:
+        message: A summary for people.
+        errors: The field failures, each with its path and message.
+    """
+
+    def __init__(self, message: str, errors: Sequence[FieldError] = ()) -> None:
+        super().__init__(message)
+        self.errors: tuple[FieldError, ...] = tuple(errors)
+
+
+class BusinessRuleError(DomainError):
+    """A business rule refused the request (for example, insufficient stock)."""
+
+
+class NotFoundError(DomainError):
+    """Something the request names does not exist."""
+
+
+class ForbiddenError(DomainError):
+    """The principal may not perform the request, or there is no principal."""
+
+
+class ConflictError(DomainError):
+    """The request conflicts with the current state (for example, a duplicate key)."""
+
+
+# --- Configuration errors: a mistake in how the mediator was set up ------------
+
+
+class ConfigurationError(MediatorError):
+    """The mediator is set up wrongly; the message says what to change."""
+
+
+class HandlerNotFoundError(ConfigurationError, LookupError):
+    """No handler is registered for the type of the request sent."""
+
+
+class DuplicateHandlerError(ConfigurationError):
+    """Two handlers are registered for one request type."""
+
+
+class UnresolvableDependencyError(ConfigurationError):
+    """A handler or behavior has a constructor dependency the injector cannot build."""
+
+
+class SyncPathError(ConfigurationError):
+    """`send_sync` or `publish_sync` reached a component that only runs async."""
+
+
+class ScopeError(ConfigurationError):
+    """A request-scoped service was asked for outside any send."""

@@ -1,0 +1,171 @@
+"""`MediatorModule`: registering handlers and behaviors with injector."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, Self
+
+from injector import Binder, Injector, Module, provider, singleton
+
+from mediator._discovery import find_handlers, walk_modules
+from mediator._errors import DuplicateHandlerError
+from mediator._handlers import HandlerInfo, HandlerKind, inspect_handler
+from mediator._mediator import Mediator, Settings, build_mediator
+
+__all__ = ["BehaviorRegistration", "MediatorConfig", "MediatorModule", "register_behavior"]
+
+
+@dataclass(frozen=True, slots=True)
+class BehaviorRegistration:
+    """One entry of the behavior multibinding: a behavior class (built by the
+    injector) or a ready instance."""
+
+    behavior: Any
+
+
+def register_behavior(binder: Binder, behavior: type[Any] | object) -> None:
+    """Add a behavior to the mediator's chain from any injector `Module`.
+
+    This is how another package contributes a behavior without `mediator`
+    importing it. Under `use_defaults()` the chain is ordered by stage; in a
+    hand-wired chain, registration order decides (first is outermost), and
+    modules register in the order the injector configures them.
+
+    Example:
+        >>> from injector import Module
+        >>> class TimingModule(Module):
+        ...     def configure(self, binder):
+        ...         register_behavior(binder, Timing)  # doctest: +SKIP
+    """
+    binder.multibind(list[BehaviorRegistration], to=[BehaviorRegistration(behavior)])
+
+
+class MediatorConfig:
+    """Collects handlers and behaviors; passed to the `MediatorModule` callback.
+
+    Every method returns the configuration, so calls chain.
+    """
+
+    def __init__(self) -> None:
+        self._handlers: dict[type[Any], HandlerInfo] = {}
+        self._sources: list[str] = []
+        self._behaviors: list[type[Any] | object] = []
+        self._ordered_by_stage = False
+
+    def register_from(self, *targets: ModuleType | str) -> Self:
+        """Register every handler defined in these modules or packages.
+
+        Packages are searched recursively through their subpackages. Modules
+        can be given as objects or dotted names.
+
+        Raises:
+            TypeError: A target is not a module or a module name.
+            ImportError: A module could not be imported.
+        """
+        for target in targets:
+            for module in walk_modules(target):
+                for cls in find_handlers(module):
+                    self._add(cls)
+            name = target if isinstance(target, str) else target.__name__
+            if name not in self._sources:
+                self._sources.append(name)
+        return self
+
+    def add_handler(self, *handlers: type[Any]) -> Self:
+        """Register handler classes one by one.
+
+        Raises:
+            TypeError: A class is not a concrete handler.
+        """
+        for cls in handlers:
+            self._add(cls)
+            if cls.__module__ not in self._sources:
+                self._sources.append(cls.__module__)
+        return self
+
+    def add_behavior(self, *behaviors: type[Any] | object) -> Self:
+        """Add behaviors (classes built by the injector, or instances) to the chain."""
+        self._behaviors.extend(behaviors)
+        return self
+
+    def use_defaults(self) -> Self:
+        """Order the chain by `Stage`, whatever the registration order.
+
+        Audit, validation and authorization then run once per request, and retry
+        sits inside them and outside the transaction.
+        """
+        self._ordered_by_stage = True
+        return self
+
+    def _add(self, cls: type[Any]) -> None:
+        if cls not in self._handlers:
+            self._handlers[cls] = inspect_handler(cls)
+
+    def _settings(self) -> Settings:
+        handlers = tuple(self._handlers.values())
+        _check_single_handlers(handlers)
+        return Settings(handlers, tuple(self._sources), self._ordered_by_stage)
+
+
+def _check_single_handlers(handlers: tuple[HandlerInfo, ...]) -> None:
+    seen: dict[type[Any], HandlerInfo] = {}
+    for info in handlers:
+        if info.kind is HandlerKind.NOTIFICATION:
+            continue
+        first = seen.setdefault(info.message_type, info)
+        if first is not info:
+            message = info.message_type
+            raise DuplicateHandlerError(
+                f"{message.__qualname__} (module {message.__module__}) has two "
+                f"handlers: {first.handler.__qualname__} (module "
+                f"{first.handler.__module__}) and {info.handler.__qualname__} "
+                f"(module {info.handler.__module__}); a request type has exactly "
+                "one handler, so remove or rename one of them"
+            )
+
+
+class MediatorModule(Module):
+    """The injector module that provides `Mediator`.
+
+    Args:
+        configure: Called once with a `MediatorConfig` to register handlers and
+            behaviors. Its return value is ignored.
+
+    The mediator is built, and everything a first send would trip on is
+    checked, when the injector first provides it.
+
+    Example:
+        >>> from injector import Injector
+        >>> injector = Injector([MediatorModule(lambda m: m.register_from("app.features"))])
+        >>> mediator = injector.get(Mediator)  # doctest: +SKIP
+
+    Raises:
+        DuplicateHandlerError: Two handlers for one request type.
+    """
+
+    def __init__(self, configure: Callable[[MediatorConfig], object] | None = None) -> None:
+        config = MediatorConfig()
+        if configure is not None:
+            configure(config)
+        self._config = config
+        self._settings = config._settings()  # pyright: ignore[reportPrivateUsage]
+
+    def configure(self, binder: Binder) -> None:
+        """Bind the settings and this module's behaviors into the multibinding."""
+        binder.bind(Settings, to=self._settings)
+        registrations = [
+            BehaviorRegistration(b)
+            for b in self._config._behaviors  # pyright: ignore[reportPrivateUsage]
+        ]
+        # Always declare the multibinding, so a chain with no behaviors still resolves.
+        binder.multibind(list[BehaviorRegistration], to=registrations)
+
+    @singleton
+    @provider
+    def provide_mediator(
+        self, injector: Injector, settings: Settings, behaviors: list[BehaviorRegistration]
+    ) -> Mediator:
+        """Build the mediator, checking every handler and behavior first."""
+        return build_mediator(injector, settings, [r.behavior for r in behaviors])

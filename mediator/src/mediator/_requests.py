@@ -1,0 +1,52 @@
+"""The messages the mediator carries: requests, notifications and stream queries."""
+
+from __future__ import annotations
+
+from typing import Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+
+__all__ = ["Command", "Notification", "Query", "Request", "StreamQuery"]
+
+R = TypeVar("R")
+T = TypeVar("T")
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+class Request(BaseModel, Generic[R]):
+    """Base of everything sent with `Mediator.send`, generic in its response type.
+
+    A request is a frozen pydantic model: it validates on construction and
+    serialises, which audit records and idempotency hashes rely on. Derive from
+    `Command` or `Query` rather than from `Request` directly.
+
+    Example:
+        >>> from decimal import Decimal
+        >>> class GetPrice(Query[Decimal]):
+        ...     sku: str
+        >>> GetPrice(sku="A")
+        GetPrice(sku='A')
+    """
+
+    model_config = _FROZEN
+
+
+class Command(Request[R], Generic[R]):
+    """A request that changes state; its handler returns `R`."""
+
+
+class Query(Request[R], Generic[R]):
+    """A request that reads state and changes nothing; its handler returns `R`."""
+
+
+class Notification(BaseModel):
+    """A message published to zero or more handlers with `Mediator.publish`."""
+
+    model_config = _FROZEN
+
+
+class StreamQuery(BaseModel, Generic[T]):
+    """A query answered by a stream of `T`, consumed with `Mediator.stream`."""
+
+    model_config = _FROZEN

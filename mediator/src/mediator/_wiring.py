@@ -1,0 +1,173 @@
+"""Turns injector bindings into plain factories, once, when the mediator is built.
+
+A per-send ``injector.get`` of a transient class re-reads the constructor's
+signature every time (tens of microseconds). Here each dependency graph is
+walked once: every binding becomes a zero-argument callable, and anything that
+could not be built on the first send (a missing binding, a constructor that is
+not ``@inject``-ed, an abstract class) is reported now, with the path to it.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from injector import (
+    ClassProvider,
+    InstanceProvider,
+    NoScope,
+    ScopeDecorator,
+    SingletonScope,
+    UnsatisfiedRequirement,
+    get_bindings,
+)
+from injector import Injector as _Injector
+
+from mediator._errors import UnresolvableDependencyError
+from mediator._scope import RequestScope, ScopeState, active_scope
+
+__all__ = ["Factory", "Wiring"]
+
+_UNSET: Any = object()
+
+
+@dataclass(frozen=True, slots=True)
+class Factory:
+    """Builds one thing. `scoped` is True when building it may need an open request
+    scope: it touches a request-scoped binding, the mediator (nested sends), or a
+    provider whose inside we cannot see."""
+
+    make: Callable[[], Any]
+    scoped: bool
+
+
+class Wiring:
+    """Compiles factories against one injector; each key is compiled once."""
+
+    def __init__(self, injector: _Injector, *, fixed: dict[object, object]) -> None:
+        self._injector = injector
+        self._fixed = fixed
+        self._done: dict[object, Factory] = {}
+
+    def factory(self, key: object, *, context: str) -> Factory:
+        """The factory for `key`; `context` starts every error message.
+
+        Raises:
+            UnresolvableDependencyError: Something in the graph cannot be built.
+        """
+        return self._compile(key, context, ())
+
+    def _compile(self, key: object, context: str, path: tuple[str, ...]) -> Factory:
+        if key in self._fixed:
+            value = self._fixed[key]
+            return Factory(lambda: value, scoped=True)
+        done = self._done.get(key)
+        if done is not None:
+            return done
+        here = (*path, _describe(key))
+        if _describe(key) in path:
+            raise UnresolvableDependencyError(
+                f"{context}: circular dependency {' -> '.join(here)}"
+            )
+        try:
+            binding, _ = self._injector.binder.get_binding(key)  # type: ignore[arg-type]
+        except UnsatisfiedRequirement:
+            raise UnresolvableDependencyError(
+                f"{context}: {' -> '.join(here)} has no binding; bind it in a "
+                f"Module (binder.bind({_describe(key)}, to=...))"
+            ) from None
+        scope = binding.scope
+        if isinstance(scope, ScopeDecorator):
+            scope = scope.scope
+        inner = self._from_provider(binding.provider, context, here)
+        result = self._apply_scope(key, scope, inner)
+        self._done[key] = result
+        return result
+
+    def _from_provider(
+        self, provider: object, context: str, path: tuple[str, ...]
+    ) -> Factory:
+        if isinstance(provider, InstanceProvider):
+            value = provider.get(self._injector)
+            return Factory(lambda: value, scoped=False)
+        if isinstance(provider, ClassProvider):
+            cls: type[Any] = provider._cls  # pyright: ignore[reportPrivateUsage]
+            return self._constructor(cls, context, path)
+        # A provider method, a callable, a multibinding: opaque, so resolve it the
+        # injector's way on every call and assume it may need the request scope.
+        injector = self._injector
+        return Factory(lambda: provider.get(injector), scoped=True)  # type: ignore[attr-defined]
+
+    def _constructor(
+        self, cls: type[Any], context: str, path: tuple[str, ...]
+    ) -> Factory:
+        if inspect.isabstract(cls) or getattr(cls, "_is_protocol", False):
+            raise UnresolvableDependencyError(
+                f"{context}: {' -> '.join(path)} is abstract and has no binding; "
+                f"bind an implementation (binder.bind({cls.__qualname__}, to=...))"
+            )
+        init = cls.__init__
+        if init is object.__init__:
+            return Factory(cls, scoped=False)
+        wanted = get_bindings(init)
+        missing = [
+            name
+            for name, parameter in list(inspect.signature(init).parameters.items())[1:]
+            if parameter.default is inspect.Parameter.empty
+            and parameter.kind
+            not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+            and name not in wanted
+        ]
+        if missing:
+            raise UnresolvableDependencyError(
+                f"{context}: {' -> '.join(path)} needs {', '.join(map(repr, missing))} "
+                f"but {cls.__qualname__}.__init__ is not decorated with @inject "
+                "(or those parameters have no type annotation)"
+            )
+        parts = [(name, self._compile(dep, context, path)) for name, dep in wanted.items()]
+        if not parts:
+            return Factory(cls, scoped=False)
+        makers = tuple((name, part.make) for name, part in parts)
+
+        def construct() -> Any:
+            return cls(**{name: make() for name, make in makers})
+
+        return Factory(construct, scoped=any(part.scoped for part in parts))
+
+    def _apply_scope(self, key: object, scope: object, inner: Factory) -> Factory:
+        if scope is NoScope:
+            return inner
+        injector = self._injector
+        if isinstance(scope, type) and issubclass(scope, SingletonScope):
+            # Resolved through the injector on first use, so the instance is the
+            # one the rest of the application shares.
+            cell: list[Any] = [_UNSET]
+
+            def singleton() -> Any:
+                value = cell[0]
+                if value is _UNSET:
+                    value = cell[0] = injector.get(key)  # type: ignore[call-overload]
+                return value
+
+            return Factory(singleton, scoped=False)
+        if isinstance(scope, type) and issubclass(scope, RequestScope):
+            make = inner.make
+
+            def scoped() -> Any:
+                state: ScopeState | None = active_scope()
+                if state is None:
+                    return injector.get(key)  # type: ignore[call-overload]  # raises ScopeError
+                try:
+                    return state.instances[key]
+                except KeyError:
+                    value = state.instances[key] = make()
+                    return value
+
+            return Factory(scoped, scoped=True)
+        return Factory(lambda: injector.get(key), scoped=True)  # type: ignore[call-overload]
+
+
+def _describe(key: object) -> str:
+    return getattr(key, "__qualname__", None) or repr(key)
