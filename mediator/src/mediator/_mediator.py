@@ -193,7 +193,7 @@ class Mediator:
                 targets.append((info, factory.make))
                 scoped = scoped or factory.scoped
         behaviors = [b for b in self._behaviors if b.applies(kind)]
-        scoped = scoped or bool(behaviors)
+        scoped = scoped or any(b.scoped for b in behaviors)
         route = publish_route(kind, targets, behaviors, scoped=scoped)
         self._publish_routes[kind] = route
         self._sync_publish_routes[kind] = sync_publish_route(
@@ -230,11 +230,12 @@ def build_mediator(injector: Injector, settings: Settings, behaviors: list[Any])
         applicable = [b for b in chain if b.applies(kind)]
         if info.kind is HandlerKind.STREAM:
             applicable = [b for b in applicable if b.handle_stream is not None]
+        scoped = factory.scoped or any(b.scoped for b in applicable)
+        if info.kind is HandlerKind.STREAM:
             mediator._stream_routes[kind] = stream_route(  # pyright: ignore[reportPrivateUsage]
-                info, factory.make, applicable, scoped=factory.scoped or bool(applicable)
+                info, factory.make, applicable, scoped=scoped
             )
             continue
-        scoped = factory.scoped or bool(applicable)
         mediator._send_routes[kind] = async_route(  # pyright: ignore[reportPrivateUsage]
             info, factory.make, applicable, scoped=scoped
         )
@@ -261,7 +262,11 @@ def _build_behaviors(
                 "request. Register it once."
             )
         seen.add(cls)
-        instance = _instantiate(wiring, entry, name) if isinstance(entry, type) else entry
+        if isinstance(entry, type):
+            instance, scoped = _instantiate(wiring, entry, name)
+        else:
+            # A ready instance may hold anything (an injector among them).
+            instance, scoped = entry, True
         stage = getattr(instance, "stage", None)
         if ordered_by_stage and not isinstance(stage, Stage):
             raise ConfigurationError(
@@ -283,6 +288,7 @@ def _build_behaviors(
                     handle_sync=getattr(instance, "handle_sync", None),
                     handle_stream=getattr(instance, "handle_stream", None),
                     applies_to=getattr(instance, "applies_to", None),
+                    scoped=scoped,
                 ),
             )
         )
@@ -291,10 +297,10 @@ def _build_behaviors(
     return [info for _, info in chain]
 
 
-def _instantiate(wiring: Wiring, cls: type[Any], name: str) -> Any:
+def _instantiate(wiring: Wiring, cls: type[Any], name: str) -> tuple[Any, bool]:
     factory = wiring.factory(cls, context=f"behavior {name}")
     try:
-        return factory.make()
+        return factory.make(), factory.scoped
     except ScopeError as error:
         raise UnresolvableDependencyError(
             f"behavior {name} is built once, with the mediator, but depends on a "

@@ -8,6 +8,7 @@ calls it, with no per-send decisions left to make.
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, NoReturn
@@ -42,6 +43,7 @@ class BehaviorInfo:
     handle_sync: Callable[[Any, Callable[[], Any]], Any] | None
     handle_stream: Callable[[Any, Callable[[], AsyncIterator[Any]]], AsyncIterator[Any]] | None
     applies_to: Callable[[type[Any]], bool] | None
+    scoped: bool  # it may reach request-scoped services: sends through it open a scope
 
     def applies(self, message_type: type[Any]) -> bool:
         """Whether the behavior wraps `message_type`; asked once per type."""
@@ -76,8 +78,9 @@ def async_route(
 
 
 def _wrap_async(handle: Callable[[Any, Any], Awaitable[Any]], inner: AsyncRoute) -> AsyncRoute:
-    def step(request: Any) -> Awaitable[Any]:
-        return handle(request, lambda: inner(request))
+    def step(request: Any, handle: Any = handle, inner: Any = inner) -> Awaitable[Any]:
+        # partial(), not a lambda: it is cheaper to create, and one is made per step.
+        return handle(request, partial(inner, request))  # type: ignore[no-any-return]
 
     return step
 

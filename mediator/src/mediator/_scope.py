@@ -14,14 +14,14 @@ __all__ = ["RequestScope", "request_scope"]
 T = TypeVar("T")
 
 
-class ScopeState:
-    """The instances of one request scope. Closed when its top-level send ends."""
+class ScopeState(dict[object, Any]):
+    """The instances of one request scope, by key. Closed when its top-level send
+    ends; a task that outlives the send then opens a scope of its own.
 
-    __slots__ = ("instances", "open")
+    A dict subclass without ``__init__`` so that opening a scope stays cheap.
+    """
 
-    def __init__(self) -> None:
-        self.instances: dict[object, Any] = {}
-        self.open = True
+    open: bool = True
 
 
 # The scope of the send running in this context. Tasks copy their context, so a
@@ -63,9 +63,9 @@ class _ScopedProvider(Provider[T]):
                 "ask for it from a handler or behavior, or during a send"
             )
         try:
-            instance: T = state.instances[self._key]
+            instance: T = state[self._key]
         except KeyError:
-            instance = state.instances[self._key] = self._provider.get(injector)
+            instance = state[self._key] = self._provider.get(injector)
         return instance
 
 
@@ -83,11 +83,12 @@ class enter_scope:  # noqa: N801 - used like a function in `with enter_scope():`
     __slots__ = ("_state", "_token")
 
     def __enter__(self) -> None:
-        if active_scope() is not None:
+        state = current_scope.get()
+        if state is not None and state.open:
             self._token = None
             return
-        self._state = ScopeState()
-        self._token = current_scope.set(self._state)
+        self._state = state = ScopeState()
+        self._token = current_scope.set(state)
 
     def __exit__(self, *_: object) -> None:
         if self._token is not None:

@@ -12,14 +12,17 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, get_origin
 
 from injector import (
+    AssistedBuilder,
+    ClassAssistedBuilder,
     ClassProvider,
     InstanceProvider,
     NoScope,
     ScopeDecorator,
     SingletonScope,
+    ProviderOf,
     UnsatisfiedRequirement,
     get_bindings,
 )
@@ -31,13 +34,15 @@ from mediator._scope import RequestScope, ScopeState, active_scope
 __all__ = ["Factory", "Wiring"]
 
 _UNSET: Any = object()
+_LOOKUPS: tuple[object, ...] = (ProviderOf, AssistedBuilder, ClassAssistedBuilder)
 
 
 @dataclass(frozen=True, slots=True)
 class Factory:
-    """Builds one thing. `scoped` is True when building it may need an open request
-    scope: it touches a request-scoped binding, the mediator (nested sends), or a
-    provider whose inside we cannot see."""
+    """Builds one thing. `scoped` is True when it may reach a request-scoped
+    service: through a request-scoped binding, the mediator (nested sends), the
+    injector or a `ProviderOf`, or a provider whose inside we cannot see. A send
+    whose route reaches none of these opens no scope: nothing in it could tell."""
 
     make: Callable[[], Any]
     scoped: bool
@@ -62,6 +67,11 @@ class Wiring:
     def _compile(self, key: object, context: str, path: tuple[str, ...]) -> Factory:
         if key in self._fixed:
             value = self._fixed[key]
+            return Factory(lambda: value, scoped=True)
+        if key is _Injector or get_origin(key) in _LOOKUPS:
+            # Whoever holds the injector (or a provider from it) can reach
+            # request-scoped services at any time: open a scope for them.
+            value = self._injector.get(key)  # type: ignore[call-overload]
             return Factory(lambda: value, scoped=True)
         done = self._done.get(key)
         if done is not None:
@@ -160,9 +170,9 @@ class Wiring:
                 if state is None:
                     return injector.get(key)  # type: ignore[call-overload]  # raises ScopeError
                 try:
-                    return state.instances[key]
+                    return state[key]
                 except KeyError:
-                    value = state.instances[key] = make()
+                    value = state[key] = make()
                     return value
 
             return Factory(scoped, scoped=True)
