@@ -6,7 +6,7 @@ import importlib
 import pkgutil
 from collections.abc import Iterator
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 from mediator._handlers import is_concrete_handler
 
@@ -20,10 +20,11 @@ def walk_modules(target: ModuleType | str) -> Iterator[ModuleType]:
         TypeError: `target` is neither a module nor a dotted module name.
         ImportError: A module could not be imported (the error names it).
     """
-    if isinstance(target, str):
-        module = importlib.import_module(target)
-    elif isinstance(target, ModuleType):
-        module = target
+    given = cast(object, target)
+    if isinstance(given, str):
+        module = importlib.import_module(given)
+    elif isinstance(given, ModuleType):
+        module = given
     else:
         raise TypeError(
             "register_from takes modules or packages (or their dotted names), "
@@ -33,7 +34,9 @@ def walk_modules(target: ModuleType | str) -> Iterator[ModuleType]:
     path = getattr(module, "__path__", None)
     if path is None:
         return
-    names = sorted(info.name for info in pkgutil.walk_packages(path, f"{module.__name__}."))
+    names = sorted(
+        info.name for info in pkgutil.walk_packages(path, f"{module.__name__}.")
+    )
     for name in names:
         yield importlib.import_module(name)
 

@@ -7,7 +7,7 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterable, Awaitable, Iterable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Generic, TypeVar, get_args, get_origin
+from typing import Any, Generic, TypeVar, cast, get_args, get_origin
 
 from mediator._requests import Notification, Request, StreamQuery
 
@@ -178,9 +178,9 @@ def inspect_handler(cls: type[Any]) -> HandlerInfo:
 
 
 def _call_style(cls: type[Any], kind: HandlerKind, where: str) -> CallStyle:
-    handle = inspect.getattr_static(cls, "handle")
+    handle: object = inspect.getattr_static(cls, "handle")
     if isinstance(handle, staticmethod | classmethod):
-        handle = handle.__func__
+        handle = cast("object", handle.__func__)  # pyright: ignore[reportUnknownMemberType]
     if inspect.isasyncgenfunction(handle):
         style = CallStyle.ASYNC_GENERATOR
     elif inspect.isgeneratorfunction(handle):
@@ -204,8 +204,10 @@ def _call_style(cls: type[Any], kind: HandlerKind, where: str) -> CallStyle:
 
 
 def _message_type_of(cls: type[Any]) -> object:
-    """The first type argument given to the handler root, with type variables
-    substituted through intermediate generic classes."""
+    """The first type argument given to the handler root class.
+
+    Type variables are substituted through intermediate generic classes.
+    """
     return _search(cls, {})
 
 
@@ -214,7 +216,9 @@ def _search(cls: type[Any], bound: dict[object, object]) -> object:
         origin = get_origin(base) or base
         if not isinstance(origin, type) or handler_kind(origin) is None:
             continue
-        args = tuple(bound.get(a, a) if isinstance(a, TypeVar) else a for a in get_args(base))
+        args = tuple(
+            bound.get(a, a) if isinstance(a, TypeVar) else a for a in get_args(base)
+        )
         if origin in _ROOTS:
             return args[0] if args else None
         params: tuple[object, ...] = getattr(origin, "__parameters__", ())

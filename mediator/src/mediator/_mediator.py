@@ -202,7 +202,9 @@ class Mediator:
         return route
 
 
-def build_mediator(injector: Injector, settings: Settings, behaviors: list[Any]) -> Mediator:
+def build_mediator(
+    injector: Injector, settings: Settings, behaviors: list[Any]
+) -> Mediator:
     """Build the mediator: compile every factory and route, or fail naming the culprit.
 
     Raises:
@@ -213,14 +215,17 @@ def build_mediator(injector: Injector, settings: Settings, behaviors: list[Any])
     mediator = Mediator()
     mediator._sources = settings.sources  # pyright: ignore[reportPrivateUsage]
     wiring = Wiring(injector, fixed={Mediator: mediator})
-    chain = _build_behaviors(wiring, behaviors, ordered_by_stage=settings.ordered_by_stage)
+    chain = _build_behaviors(
+        wiring, behaviors, ordered_by_stage=settings.ordered_by_stage
+    )
     mediator._behaviors = chain  # pyright: ignore[reportPrivateUsage]
     for info in settings.handlers:
         kind = info.message_type
         factory = wiring.factory(
             info.handler,
             context=(
-                f"handler {info.handler.__qualname__} (module {info.handler.__module__}) "
+                f"handler {info.handler.__qualname__} "
+                f"(module {info.handler.__module__}) "
                 f"for {kind.__qualname__} (module {kind.__module__})"
             ),
         )
@@ -270,8 +275,9 @@ def _build_behaviors(
         stage = getattr(instance, "stage", None)
         if ordered_by_stage and not isinstance(stage, Stage):
             raise ConfigurationError(
-                f"behavior {name} declares no stage, so use_defaults() cannot place "
-                "it: give the class `stage = Stage.<NAME>` or a custom Stage(value, name)"
+                f"behavior {name} declares no stage, so use_defaults() cannot "
+                "place it: give the class `stage = Stage.<NAME>` or a custom "
+                "Stage(value, name)"
             )
         handle = getattr(instance, "handle", None)
         if not inspect.iscoroutinefunction(handle):
@@ -293,7 +299,9 @@ def _build_behaviors(
             )
         )
     if ordered_by_stage:
-        chain.sort(key=lambda pair: pair[0] or Stage(0))  # stable: ties keep registration order
+        chain.sort(
+            key=lambda pair: pair[0] or Stage(0)
+        )  # stable: ties keep registration order
     return [info for _, info in chain]
 
 

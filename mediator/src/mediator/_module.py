@@ -14,13 +14,20 @@ from mediator._errors import DuplicateHandlerError
 from mediator._handlers import HandlerInfo, HandlerKind, inspect_handler
 from mediator._mediator import Mediator, Settings, build_mediator
 
-__all__ = ["BehaviorRegistration", "MediatorConfig", "MediatorModule", "register_behavior"]
+__all__ = [
+    "BehaviorRegistration",
+    "MediatorConfig",
+    "MediatorModule",
+    "register_behavior",
+]
 
 
 @dataclass(frozen=True, slots=True)
 class BehaviorRegistration:
-    """One entry of the behavior multibinding: a behavior class (built by the
-    injector) or a ready instance."""
+    """One entry of the behavior multibinding.
+
+    `behavior` is a behavior class (built by the injector) or a ready instance.
+    """
 
     behavior: Any
 
@@ -138,14 +145,16 @@ class MediatorModule(Module):
 
     Example:
         >>> from injector import Injector
-        >>> injector = Injector([MediatorModule(lambda m: m.register_from("app.features"))])
-        >>> mediator = injector.get(Mediator)  # doctest: +SKIP
+        >>> module = MediatorModule(lambda m: m.register_from("app.features"))
+        >>> mediator = Injector([module]).get(Mediator)  # doctest: +SKIP
 
     Raises:
         DuplicateHandlerError: Two handlers for one request type.
     """
 
-    def __init__(self, configure: Callable[[MediatorConfig], object] | None = None) -> None:
+    def __init__(
+        self, configure: Callable[[MediatorConfig], object] | None = None
+    ) -> None:
         config = MediatorConfig()
         if configure is not None:
             configure(config)
@@ -165,7 +174,10 @@ class MediatorModule(Module):
     @singleton
     @provider
     def provide_mediator(
-        self, injector: Injector, settings: Settings, behaviors: list[BehaviorRegistration]
+        self,
+        injector: Injector,
+        settings: Settings,
+        behaviors: list[BehaviorRegistration],
     ) -> Mediator:
         """Build the mediator, checking every handler and behavior first."""
         return build_mediator(injector, settings, [r.behavior for r in behaviors])

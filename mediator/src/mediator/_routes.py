@@ -8,9 +8,9 @@ calls it, with no per-send decisions left to make.
 from __future__ import annotations
 
 import asyncio
-from functools import partial
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, NoReturn
 
 from mediator._errors import SyncPathError
@@ -41,7 +41,9 @@ class BehaviorInfo:
     instance: Any
     name: str
     handle_sync: Callable[[Any, Callable[[], Any]], Any] | None
-    handle_stream: Callable[[Any, Callable[[], AsyncIterator[Any]]], AsyncIterator[Any]] | None
+    handle_stream: (
+        Callable[[Any, Callable[[], AsyncIterator[Any]]], AsyncIterator[Any]] | None
+    )
     applies_to: Callable[[type[Any]], bool] | None
     scoped: bool  # it may reach request-scoped services: sends through it open a scope
 
@@ -60,24 +62,23 @@ def async_route(
     *,
     scoped: bool,
 ) -> AsyncRoute:
-    """The async route of a request type: behaviors (outermost first) around the handler."""
-    route: AsyncRoute
-    if info.style is CallStyle.ASYNC:
+    """The async route of a request type: behaviors, outermost first, around it."""
 
-        def route(request: Any) -> Awaitable[Any]:
-            return make().handle(request)  # type: ignore[no-any-return]
+    def call_async(request: Any) -> Awaitable[Any]:
+        return make().handle(request)  # type: ignore[no-any-return]
 
-    else:
+    async def call_sync(request: Any) -> Any:
+        return make().handle(request)
 
-        async def route(request: Any) -> Any:
-            return make().handle(request)
-
+    route: AsyncRoute = call_async if info.style is CallStyle.ASYNC else call_sync
     for behavior in reversed(behaviors):
         route = _wrap_async(behavior.instance.handle, route)
     return _scoped_async(route) if scoped else route
 
 
-def _wrap_async(handle: Callable[[Any, Any], Awaitable[Any]], inner: AsyncRoute) -> AsyncRoute:
+def _wrap_async(
+    handle: Callable[[Any, Any], Awaitable[Any]], inner: AsyncRoute
+) -> AsyncRoute:
     def step(request: Any, handle: Any = handle, inner: Any = inner) -> Awaitable[Any]:
         # partial(), not a lambda: it is cheaper to create, and one is made per step.
         return handle(request, partial(inner, request))  # type: ignore[no-any-return]
@@ -100,7 +101,7 @@ def sync_route(
     *,
     scoped: bool,
 ) -> SyncRoute:
-    """The `send_sync` route; raises `SyncPathError` on use if anything is async only."""
+    """The `send_sync` route; raises `SyncPathError` on use if a part is async only."""
     if info.is_async:
         return _refuse(
             f"{_name(info.handler)} handles {info.message_type.__qualname__} with "
@@ -115,15 +116,18 @@ def sync_route(
                 "mediator.send(...) instead, or give the behavior a handle_sync"
             )
 
-    def route(request: Any) -> Any:
+    def call(request: Any) -> Any:
         return make().handle(request)
 
+    route: SyncRoute = call
     for behavior in reversed(behaviors):
         route = _wrap_sync(behavior.handle_sync, route)  # type: ignore[arg-type]
     return _scoped_sync(route) if scoped else route
 
 
-def _wrap_sync(handle: Callable[[Any, Callable[[], Any]], Any], inner: SyncRoute) -> SyncRoute:
+def _wrap_sync(
+    handle: Callable[[Any, Callable[[], Any]], Any], inner: SyncRoute
+) -> SyncRoute:
     def step(request: Any) -> Any:
         return handle(request, lambda: inner(request))
 
@@ -160,21 +164,20 @@ def stream_route(
     scoped: bool,
 ) -> StreamRoute:
     """The route of a stream query: stream-aware behaviors around the handler."""
-    route: StreamRoute
-    if info.style is CallStyle.GENERATOR:
 
-        def route(query: Any) -> AsyncIterator[Any]:
-            return _from_sync(make().handle(query))
+    def from_generator(query: Any) -> AsyncIterator[Any]:
+        return _from_sync(make().handle(query))
 
-    elif info.style is CallStyle.ASYNC_GENERATOR:
+    def from_async_generator(query: Any) -> AsyncIterator[Any]:
+        return make().handle(query)  # type: ignore[no-any-return]
 
-        def route(query: Any) -> AsyncIterator[Any]:
-            return make().handle(query)  # type: ignore[no-any-return]
+    def from_iterable(query: Any) -> AsyncIterator[Any]:
+        return _as_async_iterator(make().handle(query), info)
 
-    else:
-
-        def route(query: Any) -> AsyncIterator[Any]:
-            return _as_async_iterator(make().handle(query), info)
+    route: StreamRoute = {
+        CallStyle.GENERATOR: from_generator,
+        CallStyle.ASYNC_GENERATOR: from_async_generator,
+    }.get(info.style, from_iterable)
 
     for behavior in reversed(behaviors):
         if behavior.handle_stream is not None:
@@ -201,9 +204,11 @@ async def _from_sync(items: Iterable[Any]) -> AsyncIterator[Any]:
 
 def _as_async_iterator(result: object, info: HandlerInfo) -> AsyncIterator[Any]:
     if isinstance(result, AsyncIterable):
-        return aiter(result)  # pyright: ignore[reportUnknownArgumentType]
+        items: AsyncIterable[Any] = result  # pyright: ignore[reportUnknownVariableType]
+        return aiter(items)
     if isinstance(result, Iterable):
-        return _from_sync(result)  # pyright: ignore[reportUnknownArgumentType]
+        plain: Iterable[Any] = result  # pyright: ignore[reportUnknownVariableType]
+        return _from_sync(plain)
     raise TypeError(
         f"{_name(info.handler)} returned {type(result).__qualname__}; a stream "
         "handler must yield items or return an (async) iterable"
@@ -211,8 +216,10 @@ def _as_async_iterator(result: object, info: HandlerInfo) -> AsyncIterator[Any]:
 
 
 class _ScopedStream(AsyncIterator[Any]):
-    """Runs every step of a stream inside its request scope, and only those steps:
-    the consumer's own code between items never sees the scope."""
+    """Runs every step of a stream inside its request scope, and only those steps.
+
+    The consumer's own code between items never sees the scope.
+    """
 
     __slots__ = ("_done", "_inner", "_owned", "_query", "_route", "_state")
 
@@ -278,11 +285,17 @@ def publish_route(
     """The route of a notification type: behaviors around delivery to every handler."""
     type_name = message_type.__qualname__
 
-    async def deliver(notification: Any, concurrent: bool, stop_on_first_failure: bool) -> None:
+    async def deliver(
+        notification: Any, concurrent: bool, stop_on_first_failure: bool
+    ) -> None:
         if concurrent:
-            await _deliver_concurrently(notification, targets, type_name, stop_on_first_failure)
+            await _deliver_concurrently(
+                notification, targets, type_name, stop_on_first_failure
+            )
         else:
-            await _deliver_in_turn(notification, targets, type_name, stop_on_first_failure)
+            await _deliver_in_turn(
+                notification, targets, type_name, stop_on_first_failure
+            )
 
     route: PublishRoute = deliver
     for behavior in reversed(behaviors):
@@ -297,14 +310,18 @@ def publish_route(
     return run
 
 
-def _wrap_publish(handle: Callable[[Any, Any], Awaitable[Any]], inner: PublishRoute) -> PublishRoute:
+def _wrap_publish(
+    handle: Callable[[Any, Any], Awaitable[Any]], inner: PublishRoute
+) -> PublishRoute:
     def step(notification: Any, concurrent: bool, stop: bool) -> Awaitable[None]:
         return handle(notification, lambda: inner(notification, concurrent, stop))
 
     return step
 
 
-def _failed(type_name: str, errors: list[Exception], total: int) -> ExceptionGroup[Exception]:
+def _failed(
+    type_name: str, errors: list[Exception], total: int
+) -> ExceptionGroup[Exception]:
     return ExceptionGroup(
         f"{len(errors)} of {total} handlers of {type_name} failed", errors
     )
@@ -319,7 +336,9 @@ async def _deliver_in_turn(
             result = make().handle(notification)
             if info.style is CallStyle.ASYNC:
                 await result
-        except Exception as error:  # every failure is kept; BaseException passes through
+        except (
+            Exception
+        ) as error:  # every failure is kept; BaseException passes through
             errors.append(error)
             if stop:
                 break
@@ -344,7 +363,9 @@ async def _deliver_concurrently(
         except ExceptionGroup as failures:
             raise _failed(type_name, list(failures.exceptions), len(targets)) from None
         return
-    tasks = [asyncio.ensure_future(_call(info, make, notification)) for info, make in targets]
+    tasks = [
+        asyncio.ensure_future(_call(info, make, notification)) for info, make in targets
+    ]
     outcomes = await asyncio.gather(*tasks, return_exceptions=True)
     errors: list[Exception] = []
     for outcome in outcomes:
@@ -363,7 +384,7 @@ def sync_publish_route(
     *,
     scoped: bool,
 ) -> SyncPublishRoute:
-    """The `publish_sync` route; refuses on use if any handler or behavior is async only."""
+    """The `publish_sync` route; refuses on use if a handler or behavior is async."""
     type_name = message_type.__qualname__
     for info, _ in targets:
         if info.is_async:
@@ -411,4 +432,3 @@ def _wrap_sync_publish(
         handle(notification, lambda: inner(notification, stop))
 
     return step
-

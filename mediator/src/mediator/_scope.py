@@ -1,4 +1,4 @@
-"""The request scope: services built once per top-level send and shared by nested ones."""
+"""The request scope: services built once per top-level send, shared by nested ones."""
 
 from __future__ import annotations
 
@@ -15,8 +15,10 @@ T = TypeVar("T")
 
 
 class ScopeState(dict[object, Any]):
-    """The instances of one request scope, by key. Closed when its top-level send
-    ends; a task that outlives the send then opens a scope of its own.
+    """The instances of one request scope, by key.
+
+    Closed when its top-level send ends; a task that outlives the send then
+    opens a scope of its own.
 
     A dict subclass without ``__init__`` so that opening a scope stays cheap.
     """
@@ -27,7 +29,9 @@ class ScopeState(dict[object, Any]):
 # The scope of the send running in this context. Tasks copy their context, so a
 # notification handler run concurrently joins the scope of the send around it,
 # while sends started side by side (gather, separate tasks) never see each other's.
-current_scope: ContextVar[ScopeState | None] = ContextVar("mediator_scope", default=None)
+current_scope: ContextVar[ScopeState | None] = ContextVar(
+    "mediator_scope", default=None
+)
 
 
 def active_scope() -> ScopeState | None:
@@ -77,7 +81,7 @@ request_scope = ScopeDecorator(RequestScope)
 """Class decorator binding the class in `RequestScope`, like injector's `singleton`."""
 
 
-class enter_scope:  # noqa: N801 - used like a function in `with enter_scope():`
+class enter_scope:
     """Opens a request scope for a top-level send; inside one, joins it instead."""
 
     __slots__ = ("_state", "_token")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import ClassVar, cast
 
 __all__ = ["Stage"]
 
@@ -32,8 +32,9 @@ class Stage:
     TRANSACTION: ClassVar[Stage]
 
     def __post_init__(self) -> None:
-        if isinstance(self.value, bool) or not isinstance(self.value, int):
-            raise TypeError(f"Stage value must be an int, got {self.value!r}")
+        value = cast(object, self.value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"Stage value must be an int, got {value!r}")
 
     def __repr__(self) -> str:
         label = self.name or "custom"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, get_origin
+from typing import Any, cast, get_origin
 
 from injector import (
     AssistedBuilder,
@@ -20,11 +20,12 @@ from injector import (
     ClassProvider,
     InstanceProvider,
     NoScope,
+    Provider,
+    ProviderOf,
     ScopeDecorator,
     SingletonScope,
-    ProviderOf,
     UnsatisfiedRequirement,
-    get_bindings,
+    get_bindings,  # pyright: ignore[reportUnknownVariableType]
 )
 from injector import Injector as _Injector
 
@@ -39,10 +40,12 @@ _LOOKUPS: tuple[object, ...] = (ProviderOf, AssistedBuilder, ClassAssistedBuilde
 
 @dataclass(frozen=True, slots=True)
 class Factory:
-    """Builds one thing. `scoped` is True when it may reach a request-scoped
-    service: through a request-scoped binding, the mediator (nested sends), the
+    """Builds one thing; `scoped` says whether it may reach the request scope.
+
+    It may, through a request-scoped binding, the mediator (nested sends), the
     injector or a `ProviderOf`, or a provider whose inside we cannot see. A send
-    whose route reaches none of these opens no scope: nothing in it could tell."""
+    whose route reaches none of these opens no scope: nothing in it could tell.
+    """
 
     make: Callable[[], Any]
     scoped: bool
@@ -56,7 +59,7 @@ class Wiring:
         self._fixed = fixed
         self._done: dict[object, Factory] = {}
 
-    def factory(self, key: object, *, context: str) -> Factory:
+    def factory(self, key: Any, *, context: str) -> Factory:
         """The factory for `key`; `context` starts every error message.
 
         Raises:
@@ -64,14 +67,14 @@ class Wiring:
         """
         return self._compile(key, context, ())
 
-    def _compile(self, key: object, context: str, path: tuple[str, ...]) -> Factory:
+    def _compile(self, key: Any, context: str, path: tuple[str, ...]) -> Factory:
         if key in self._fixed:
             value = self._fixed[key]
             return Factory(lambda: value, scoped=True)
         if key is _Injector or get_origin(key) in _LOOKUPS:
             # Whoever holds the injector (or a provider from it) can reach
             # request-scoped services at any time: open a scope for them.
-            value = self._injector.get(key)  # type: ignore[call-overload]
+            value = self._injector.get(key)
             return Factory(lambda: value, scoped=True)
         done = self._done.get(key)
         if done is not None:
@@ -82,7 +85,7 @@ class Wiring:
                 f"{context}: circular dependency {' -> '.join(here)}"
             )
         try:
-            binding, _ = self._injector.binder.get_binding(key)  # type: ignore[arg-type]
+            binding, _ = self._injector.binder.get_binding(key)
         except UnsatisfiedRequirement:
             raise UnresolvableDependencyError(
                 f"{context}: {' -> '.join(here)} has no binding; bind it in a "
@@ -91,7 +94,8 @@ class Wiring:
         scope = binding.scope
         if isinstance(scope, ScopeDecorator):
             scope = scope.scope
-        inner = self._from_provider(binding.provider, context, here)
+        provider = cast(object, binding.provider)  # pyright: ignore[reportUnknownMemberType]
+        inner = self._from_provider(provider, context, here)
         result = self._apply_scope(key, scope, inner)
         self._done[key] = result
         return result
@@ -100,15 +104,16 @@ class Wiring:
         self, provider: object, context: str, path: tuple[str, ...]
     ) -> Factory:
         if isinstance(provider, InstanceProvider):
-            value = provider.get(self._injector)
+            value = cast(object, provider.get(self._injector))  # pyright: ignore[reportUnknownMemberType]
             return Factory(lambda: value, scoped=False)
         if isinstance(provider, ClassProvider):
-            cls: type[Any] = provider._cls  # pyright: ignore[reportPrivateUsage]
+            cls: type[Any] = provider._cls  # pyright: ignore[reportPrivateUsage, reportUnknownMemberType, reportUnknownVariableType]
             return self._constructor(cls, context, path)
         # A provider method, a callable, a multibinding: opaque, so resolve it the
         # injector's way on every call and assume it may need the request scope.
+        opaque = cast("Provider[Any]", provider)
         injector = self._injector
-        return Factory(lambda: provider.get(injector), scoped=True)  # type: ignore[attr-defined]
+        return Factory(lambda: opaque.get(injector), scoped=True)
 
     def _constructor(
         self, cls: type[Any], context: str, path: tuple[str, ...]
@@ -136,7 +141,9 @@ class Wiring:
                 f"but {cls.__qualname__}.__init__ is not decorated with @inject "
                 "(or those parameters have no type annotation)"
             )
-        parts = [(name, self._compile(dep, context, path)) for name, dep in wanted.items()]
+        parts = [
+            (name, self._compile(dep, context, path)) for name, dep in wanted.items()
+        ]
         if not parts:
             return Factory(cls, scoped=False)
         makers = tuple((name, part.make) for name, part in parts)
@@ -144,9 +151,9 @@ class Wiring:
         def construct() -> Any:
             return cls(**{name: make() for name, make in makers})
 
-        return Factory(construct, scoped=any(part.scoped for part in parts))
+        return Factory(construct, scoped=any(part.scoped for _, part in parts))
 
-    def _apply_scope(self, key: object, scope: object, inner: Factory) -> Factory:
+    def _apply_scope(self, key: Any, scope: object, inner: Factory) -> Factory:
         if scope is NoScope:
             return inner
         injector = self._injector
@@ -158,7 +165,7 @@ class Wiring:
             def singleton() -> Any:
                 value = cell[0]
                 if value is _UNSET:
-                    value = cell[0] = injector.get(key)  # type: ignore[call-overload]
+                    value = cell[0] = injector.get(key)
                 return value
 
             return Factory(singleton, scoped=False)
@@ -168,7 +175,7 @@ class Wiring:
             def scoped() -> Any:
                 state: ScopeState | None = active_scope()
                 if state is None:
-                    return injector.get(key)  # type: ignore[call-overload]  # raises ScopeError
+                    return injector.get(key)  # raises ScopeError
                 try:
                     return state[key]
                 except KeyError:
@@ -176,7 +183,7 @@ class Wiring:
                     return value
 
             return Factory(scoped, scoped=True)
-        return Factory(lambda: injector.get(key), scoped=True)  # type: ignore[call-overload]
+        return Factory(lambda: injector.get(key), scoped=True)
 
 
 def _describe(key: object) -> str:
