@@ -27,6 +27,7 @@ from injector import (
     UnsatisfiedRequirement,
     get_bindings,  # pyright: ignore[reportUnknownVariableType]
 )
+from injector import Error as InjectorError
 from injector import Injector as _Injector
 
 from mediator._errors import UnresolvableDependencyError
@@ -91,6 +92,13 @@ class Wiring:
                 f"{context}: {' -> '.join(here)} has no binding; bind it in a "
                 f"Module (binder.bind({_describe(key)}, to=...))"
             ) from None
+        except (TypeError, InjectorError) as error:
+            # injector cannot bind it implicitly, e.g. a Protocol or a union.
+            what = "is abstract and" if _is_abstract(key) else "cannot be built: it"
+            raise UnresolvableDependencyError(
+                f"{context}: {' -> '.join(here)} {what} has no binding; bind an "
+                f"implementation (binder.bind({_describe(key)}, to=...))"
+            ) from error
         scope = binding.scope
         if isinstance(scope, ScopeDecorator):
             scope = scope.scope
@@ -118,7 +126,7 @@ class Wiring:
     def _constructor(
         self, cls: type[Any], context: str, path: tuple[str, ...]
     ) -> Factory:
-        if inspect.isabstract(cls) or getattr(cls, "_is_protocol", False):
+        if _is_abstract(cls):
             raise UnresolvableDependencyError(
                 f"{context}: {' -> '.join(path)} is abstract and has no binding; "
                 f"bind an implementation (binder.bind({cls.__qualname__}, to=...))"
@@ -184,6 +192,12 @@ class Wiring:
 
             return Factory(scoped, scoped=True)
         return Factory(lambda: injector.get(key), scoped=True)
+
+
+def _is_abstract(key: object) -> bool:
+    return isinstance(key, type) and (
+        inspect.isabstract(key) or bool(getattr(key, "_is_protocol", False))
+    )
 
 
 def _describe(key: object) -> str:

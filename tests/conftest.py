@@ -1,0 +1,14 @@
+"""Shared pytest set-up: async tests run under anyio's plugin on asyncio.
+
+A test module with coroutine tests sets ``pytestmark = pytest.mark.anyio``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """The mediator is asyncio-based; http_resilience tests may add trio."""
+    return "asyncio"

@@ -1,0 +1,1 @@
+"""A feature package for register_from: handlers spread over subpackages."""
