@@ -88,6 +88,13 @@ class Wiring:
         try:
             binding, _ = self._injector.binder.get_binding(key)
         except UnsatisfiedRequirement:
+            if not path and isinstance(key, type):
+                # A handler or behavior class needs no binding of its own, even
+                # in an injector that does not bind classes implicitly.
+                inner = self._constructor(key, context, here)
+                result = self._apply_scope(key, _scope_of(key), inner)
+                self._done[key] = result
+                return result
             raise UnresolvableDependencyError(
                 f"{context}: {' -> '.join(here)} has no binding; bind it in a "
                 f"Module (binder.bind({_describe(key)}, to=...))"
@@ -192,6 +199,11 @@ class Wiring:
 
             return Factory(scoped, scoped=True)
         return Factory(lambda: injector.get(key), scoped=True)
+
+
+def _scope_of(cls: type[Any]) -> object:
+    scope: object = getattr(cls, "__scope__", NoScope)
+    return scope.scope if isinstance(scope, ScopeDecorator) else scope
 
 
 def _is_abstract(key: object) -> bool:
