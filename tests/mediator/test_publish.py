@@ -252,3 +252,27 @@ async def test_behaviors_wrap_the_whole_delivery_once() -> None:
 
     assert journal.entries == ["around>", "<around"]
     assert LOG == ["email o14", "audit o14"]
+
+
+async def test_stop_on_first_failure_concurrently_without_failures_runs_all() -> None:
+    mediator = build(lambda m: m.add_handler(Email, Audit))
+
+    await mediator.publish(
+        OrderPlaced(order="o15"), concurrent=True, stop_on_first_failure=True
+    )
+
+    assert sorted(LOG) == ["audit o15", "email o15"]
+
+
+def test_publish_sync_refuses_an_async_only_behavior_by_name() -> None:
+    class AsyncOnly:
+        async def handle(self, notification: Any, next: Any) -> Any:
+            return await next()
+
+    mediator = build(lambda m: m.add_handler(Audit).add_behavior(AsyncOnly))
+
+    with pytest.raises(
+        SyncPathError,
+        match=r"AsyncOnly \(module .*\) applies to OrderPlaced but has no handle_sync",
+    ):
+        mediator.publish_sync(OrderPlaced(order="o16"))

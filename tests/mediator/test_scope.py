@@ -16,6 +16,8 @@ from mediator import (
     Mediator,
     MediatorModule,
     Next,
+    Notification,
+    NotificationHandler,
     Query,
     QueryHandler,
     RequestScope,
@@ -279,3 +281,79 @@ async def test_closing_a_stream_early_closes_the_handler_generator() -> None:
     assert closed == ["handler"]
     with pytest.raises(StopAsyncIteration):
         await anext(stream)
+
+
+class Happened(Notification):
+    pass
+
+
+UNITS_SEEN: list[int] = []
+
+
+class FirstListener(NotificationHandler[Happened]):
+    @inject
+    def __init__(self, unit: UnitOfWork) -> None:
+        self.unit = unit
+
+    async def handle(self, notification: Happened) -> None:
+        UNITS_SEEN.append(self.unit.id)
+
+
+class SecondListener(FirstListener):
+    pass
+
+
+class SyncListener(NotificationHandler[Happened]):
+    @inject
+    def __init__(self, unit: UnitOfWork) -> None:
+        self.unit = unit
+
+    def handle(self, notification: Happened) -> None:
+        UNITS_SEEN.append(self.unit.id)
+
+
+class SyncListenerToo(SyncListener):
+    pass
+
+
+@pytest.mark.parametrize("concurrent", [False, True])
+async def test_one_publish_is_one_scope_for_all_its_handlers(concurrent: bool) -> None:
+    UNITS_SEEN.clear()
+    mediator = make_mediator(FirstListener, SecondListener)
+
+    await mediator.publish(Happened(), concurrent=concurrent)
+    await mediator.publish(Happened(), concurrent=concurrent)
+
+    assert UNITS_SEEN[0] == UNITS_SEEN[1]
+    assert UNITS_SEEN[2] == UNITS_SEEN[3]
+    assert UNITS_SEEN[0] != UNITS_SEEN[2]
+
+
+def test_publish_sync_is_one_scope_for_all_its_handlers() -> None:
+    UNITS_SEEN.clear()
+    mediator = make_mediator(SyncListener, SyncListenerToo)
+
+    mediator.publish_sync(Happened())
+    mediator.publish_sync(Happened())
+
+    assert UNITS_SEEN[0] == UNITS_SEEN[1] != UNITS_SEEN[2] == UNITS_SEEN[3]
+
+
+async def test_closing_a_finished_stream_again_is_harmless() -> None:
+    class Two(StreamQuery[int]):
+        pass
+
+    class TwoHandler(StreamHandler[Two, int]):
+        @inject
+        def __init__(self, unit: UnitOfWork) -> None:
+            self.unit = unit
+
+        async def handle(self, query: Two) -> AsyncIterator[int]:
+            yield self.unit.id
+            yield self.unit.id
+
+    stream = make_mediator(TwoHandler).stream(Two())
+    items = [item async for item in stream]
+
+    await stream.aclose()  # type: ignore[attr-defined]
+    assert len(set(items)) == 1

@@ -236,3 +236,24 @@ def test_domain_and_configuration_errors_are_separate_families() -> None:
     )
     assert invalid.errors[0].path == ("lines", 0, "qty")
     assert str(invalid) == "bad request"
+
+
+async def test_a_handler_may_return_an_async_iterable() -> None:
+    class Source:
+        def __init__(self, upto: int) -> None:
+            self.upto = upto
+
+        def __aiter__(self) -> AsyncIterator[int]:
+            return self.items()
+
+        async def items(self) -> AsyncIterator[int]:
+            for index in range(self.upto):
+                yield index
+
+    class ReturnsSource(StreamHandler[Count, int]):
+        def handle(self, query: Count) -> Source:
+            return Source(query.upto)
+
+    mediator = build(lambda m: m.add_handler(ReturnsSource))
+
+    assert [i async for i in mediator.stream(Count(upto=3))] == [0, 1, 2]
