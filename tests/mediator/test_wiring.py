@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from typing import ClassVar
 
 import pytest
 from injector import Binder, Injector, Module, inject, provider, singleton
@@ -113,3 +114,54 @@ async def test_without_auto_binding_handlers_build_and_missing_deps_are_named() 
 
     mediator = Injector([Complete(), module], auto_bind=False).get(Mediator)
     assert (await mediator.send(Describe()))[1] == "strict"
+
+
+@singleton
+class CountingHandler(QueryHandler[Describe, tuple[int, str, int]]):
+    built: ClassVar[int] = 0
+
+    def __init__(self) -> None:
+        CountingHandler.built += 1
+
+    def handle(self, request: Describe) -> tuple[int, str, int]:
+        return CountingHandler.built, "singleton", 0
+
+
+class Nested(Query[int]):
+    pass
+
+
+@singleton
+class NestedHandler(QueryHandler[Nested, int]):
+    """A singleton that sends: built on first use, not while the mediator is built."""
+
+    @inject
+    def __init__(self, mediator: Mediator) -> None:
+        self.mediator = mediator
+
+    async def handle(self, request: Nested) -> int:
+        return (await self.mediator.send(Describe()))[0]
+
+
+async def test_a_singleton_handler_is_built_once_and_shared_with_the_injector() -> None:
+    CountingHandler.built = 0
+    injector = Injector([MediatorModule(lambda m: m.add_handler(CountingHandler))])
+    mediator = injector.get(Mediator)
+
+    assert CountingHandler.built == 1  # built with the mediator
+    assert mediator.send_sync(Describe()) == (1, "singleton", 0)
+    assert (await mediator.send(Describe()))[0] == 1
+    assert injector.get(CountingHandler) is injector.get(CountingHandler)
+    assert CountingHandler.built == 1
+
+
+async def test_a_singleton_handler_that_sends_is_built_on_first_use() -> None:
+    CountingHandler.built = 0
+    injector = Injector(
+        [MediatorModule(lambda m: m.add_handler(CountingHandler, NestedHandler))]
+    )
+    mediator = injector.get(Mediator)
+
+    assert await mediator.send(Nested()) == 1
+    assert await mediator.send(Nested()) == 1
+    assert injector.get(NestedHandler).mediator is mediator

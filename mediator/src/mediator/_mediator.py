@@ -242,10 +242,10 @@ def build_mediator(
             )
             continue
         mediator._send_routes[kind] = async_route(  # pyright: ignore[reportPrivateUsage]
-            info, factory.make, applicable, scoped=scoped
+            info, factory.make, applicable, scoped=scoped, instance=factory.instance
         )
         mediator._sync_routes[kind] = sync_route(  # pyright: ignore[reportPrivateUsage]
-            info, factory.make, applicable, scoped=scoped
+            info, factory.make, applicable, scoped=scoped, instance=factory.instance
         )
     for info, _ in mediator._notification_targets:  # pyright: ignore[reportPrivateUsage]
         if info.message_type not in mediator._publish_routes:  # pyright: ignore[reportPrivateUsage]

@@ -61,8 +61,12 @@ def async_route(
     behaviors: list[BehaviorInfo],
     *,
     scoped: bool,
+    instance: Any = None,
 ) -> AsyncRoute:
-    """The async route of a request type: behaviors, outermost first, around it."""
+    """The async route of a request type: behaviors, outermost first, around it.
+
+    A singleton handler built already is called through its bound method.
+    """
 
     def call_async(request: Any) -> Awaitable[Any]:
         return make().handle(request)  # type: ignore[no-any-return]
@@ -71,6 +75,8 @@ def async_route(
         return make().handle(request)
 
     route: AsyncRoute = call_async if info.style is CallStyle.ASYNC else call_sync
+    if instance is not None and info.style is CallStyle.ASYNC:
+        route = instance.handle
     for behavior in reversed(behaviors):
         route = _wrap_async(behavior.instance.handle, route)
     return _scoped_async(route) if scoped else route
@@ -100,6 +106,7 @@ def sync_route(
     behaviors: list[BehaviorInfo],
     *,
     scoped: bool,
+    instance: Any = None,
 ) -> SyncRoute:
     """The `send_sync` route; raises `SyncPathError` on use if a part is async only."""
     if info.is_async:
@@ -119,7 +126,7 @@ def sync_route(
     def call(request: Any) -> Any:
         return make().handle(request)
 
-    route: SyncRoute = call
+    route: SyncRoute = call if instance is None else instance.handle
     for behavior in reversed(behaviors):
         route = _wrap_sync(behavior.handle_sync, route)  # type: ignore[arg-type]
     return _scoped_sync(route) if scoped else route

@@ -50,6 +50,7 @@ class Factory:
 
     make: Callable[[], Any]
     scoped: bool
+    instance: Any = None  # the one instance, when it is a singleton built already
 
 
 class Wiring:
@@ -92,7 +93,7 @@ class Wiring:
                 # A handler or behavior class needs no binding of its own, even
                 # in an injector that does not bind classes implicitly.
                 inner = self._constructor(key, context, here)
-                result = self._apply_scope(key, _scope_of(key), inner)
+                result = self._apply_scope(key, _scope_of(key), inner, bound=False)
                 self._done[key] = result
                 return result
             raise UnresolvableDependencyError(
@@ -168,19 +169,27 @@ class Wiring:
 
         return Factory(construct, scoped=any(part.scoped for _, part in parts))
 
-    def _apply_scope(self, key: Any, scope: object, inner: Factory) -> Factory:
+    def _apply_scope(
+        self, key: Any, scope: object, inner: Factory, *, bound: bool = True
+    ) -> Factory:
         if scope is NoScope:
             return inner
         injector = self._injector
         if isinstance(scope, type) and issubclass(scope, SingletonScope):
-            # Resolved through the injector on first use, so the instance is the
-            # one the rest of the application shares.
+            # Resolved through the injector, so the instance is the one the rest
+            # of the application shares; the unbound fallback builds it itself.
+            resolve = (lambda: injector.get(key)) if bound else inner.make
+            if not inner.scoped:
+                # Nothing in its graph can reach the mediator being built: build
+                # it now, so a send calls it without a lookup.
+                value = resolve()
+                return Factory(lambda: value, scoped=False, instance=value)
             cell: list[Any] = [_UNSET]
 
             def singleton() -> Any:
                 value = cell[0]
                 if value is _UNSET:
-                    value = cell[0] = injector.get(key)
+                    value = cell[0] = resolve()
                 return value
 
             return Factory(singleton, scoped=False)
