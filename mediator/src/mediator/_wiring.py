@@ -178,7 +178,9 @@ class Wiring:
         if isinstance(scope, type) and issubclass(scope, SingletonScope):
             # Resolved through the injector, so the instance is the one the rest
             # of the application shares; the unbound fallback builds it itself.
-            resolve = (lambda: injector.get(key)) if bound else inner.make
+            resolve: Callable[[], Any] = (
+                (lambda: injector.get(key)) if bound else inner.make
+            )
             if not inner.scoped:
                 # Nothing in its graph can reach the mediator being built: build
                 # it now, so a send calls it without a lookup.
