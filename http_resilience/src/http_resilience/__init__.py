@@ -1,3 +1,6 @@
-"""Resilient httpx transports (skeleton: the strategies arrive with their own issues)."""
+"""Resilient httpx transports.
+
+A skeleton: the strategies arrive with their own issues.
+"""
 
 __all__: list[str] = []

@@ -1,3 +1,6 @@
-"""Opt-in retry for the mediator (skeleton: the behavior arrives with its own issue)."""
+"""Opt-in retry for the mediator.
+
+A skeleton: the `@retryable` behavior arrives with its own issue.
+"""
 
 __all__: list[str] = []

@@ -1,0 +1,270 @@
+"""Each distribution, built and installed alone, stays inside its closure.
+
+Per DESIGN sections 1 and 7: each member's wheel goes into a fresh virtual
+environment of its own (with the local wheels of the members it requires, so no
+resolver can pick the unrelated `mediator` on the public index); there, every module
+of the package imports, none of the forbidden packages lands in `sys.modules`, and
+the installed distributions are the package's closure and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import zipfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from packaging.markers import default_environment
+from packaging.requirements import Requirement
+from packaging.utils import NormalizedName, canonicalize_name, parse_wheel_filename
+from packaging.version import Version
+
+from ._process import run
+from ._workspace import (
+    BY_DISTRIBUTION,
+    MEMBER_IDS,
+    MEMBERS,
+    REPO_ROOT,
+    Member,
+    workspace_dependencies,
+)
+
+pytestmark = [pytest.mark.closure, pytest.mark.timeout(300)]
+
+FORBIDDEN_IMPORTS: Mapping[str, frozenset[str]] = {
+    "mediator": frozenset(
+        {"tenacity", "httpx", "sqlalchemy", "mediator_resilience", "http_resilience"}
+    ),
+    "mediator-resilience": frozenset({"httpx", "http_resilience", "sqlalchemy"}),
+    "http-resilience": frozenset({"mediator", "mediator_resilience", "sqlalchemy"}),
+}
+
+# Top-level packages that only an extra installs: a module needing one of them is
+# skipped here, since the wheel is installed without its extras.
+EXTRA_IMPORTS: Mapping[str, tuple[str, ...]] = {
+    "mediator": ("sqlalchemy",),
+    "mediator-resilience": (),
+    "http-resilience": ("injector", "opentelemetry", "redis"),
+}
+
+PROBE = Path(__file__).with_name("_probe.py")
+
+
+@dataclass(frozen=True)
+class InstalledDistribution:
+    version: str
+    requires: list[str]
+
+
+@dataclass(frozen=True)
+class ProbeReport:
+    """What `_probe.py` saw inside the environment."""
+
+    imported: list[str]
+    skipped: dict[str, str]
+    failed: dict[str, str]
+    loaded_top_levels: frozenset[str]
+    outside_environment: dict[str, str]
+    distributions: dict[NormalizedName, InstalledDistribution]
+
+    @classmethod
+    def from_json(cls, data: Any) -> ProbeReport:
+        return cls(
+            imported=list(data["imported"]),
+            skipped=dict(data["skipped"]),
+            failed=dict(data["failed"]),
+            loaded_top_levels=frozenset(data["loaded_top_levels"]),
+            outside_environment=dict(data["outside_environment"]),
+            distributions={
+                canonicalize_name(name): InstalledDistribution(
+                    version=found["version"], requires=list(found["requires"])
+                )
+                for name, found in data["distributions"].items()
+            },
+        )
+
+
+@dataclass(frozen=True)
+class Installation:
+    member: Member
+    report: ProbeReport
+
+
+def _venv_python(venv: Path) -> Path:
+    if sys.platform == "win32":
+        return venv / "Scripts" / "python.exe"
+    return venv / "bin" / "python"
+
+
+@pytest.fixture(scope="session")
+def wheels(uv: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """One wheel per member, built once per session."""
+    out = tmp_path_factory.mktemp("wheels")
+    run(uv, "build", "--all-packages", "--wheel", "--out-dir", out, cwd=REPO_ROOT)
+    built: dict[str, Path] = {}
+    for wheel in sorted(out.glob("*.whl")):
+        name, version, _, _ = parse_wheel_filename(wheel.name)
+        assert name not in built, f"two wheels for {name}"
+        assert version == BY_DISTRIBUTION[name].version(), wheel.name
+        built[name] = wheel
+    assert sorted(built) == sorted(MEMBER_IDS)
+    return built
+
+
+@pytest.fixture(scope="session", params=MEMBERS, ids=MEMBER_IDS)
+def installation(
+    request: pytest.FixtureRequest,
+    uv: Path,
+    wheels: dict[str, Path],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Installation:
+    """A fresh environment holding one member (and the local wheels it requires)."""
+    member: Member = request.param
+    home = tmp_path_factory.mktemp(member.import_name)
+    venv = home / "venv"
+    # The interpreter running the tests, so the Makefile's PYTHON is what is checked.
+    run(uv, "venv", "--python", sys.executable, venv, cwd=home)
+    python = _venv_python(venv)
+    local = [wheels[m.distribution] for m in [member, *workspace_dependencies(member)]]
+    run(uv, "pip", "install", "--python", python, *local, cwd=home)
+    output = run(
+        python,
+        "-I",
+        "-W",
+        "error",
+        PROBE,
+        member.import_name,
+        *EXTRA_IMPORTS[member.distribution],
+        cwd=home,
+    )
+    return Installation(member, ProbeReport.from_json(json.loads(output)))
+
+
+def test_every_module_imports(installation: Installation) -> None:
+    member, report = installation.member, installation.report
+    failures = "\n".join(f"--- {name}\n{tb}" for name, tb in report.failed.items())
+    assert not report.failed, (
+        f"installed alone, {member.distribution} has modules that do not import: "
+        f"{sorted(report.failed)}\n{failures}"
+    )
+    assert member.import_name in report.imported
+
+
+def test_no_forbidden_package_is_imported(installation: Installation) -> None:
+    member, report = installation.member, installation.report
+    forbidden = FORBIDDEN_IMPORTS[member.distribution] & report.loaded_top_levels
+    assert not forbidden, (
+        f"importing every module of {member.import_name} loaded {sorted(forbidden)}, "
+        f"which it must never import (DESIGN section 1); "
+        f"modules imported: {report.imported}"
+    )
+
+
+def test_nothing_is_imported_from_outside_the_environment(
+    installation: Installation,
+) -> None:
+    outside = installation.report.outside_environment
+    assert not outside, (
+        "modules came from outside the fresh environment and its standard library "
+        f"(the work tree leaking in?): {outside}"
+    )
+
+
+def _closure(
+    root: NormalizedName, installed: Mapping[NormalizedName, InstalledDistribution]
+) -> dict[NormalizedName, list[str]]:
+    """Every distribution `root` needs at run time, with the chain that needs it."""
+    environment = {key: str(value) for key, value in default_environment().items()}
+    chains: dict[NormalizedName, list[str]] = {root: [root]}
+    todo: list[tuple[NormalizedName, frozenset[str]]] = [(root, frozenset())]
+    seen: set[tuple[NormalizedName, frozenset[str]]] = set()
+    while todo:
+        name, extras = todo.pop()
+        if (name, extras) in seen or name not in installed:
+            continue
+        seen.add((name, extras))
+        for text in installed[name].requires:
+            requirement = Requirement(text)
+            marker = requirement.marker
+            if marker is not None and not any(
+                marker.evaluate({**environment, "extra": extra})
+                for extra in ("", *extras)
+            ):
+                continue
+            needed = canonicalize_name(requirement.name)
+            chains.setdefault(needed, [*chains[name], needed])
+            todo.append((needed, frozenset(requirement.extras)))
+    return chains
+
+
+def test_installed_distributions_are_the_closure(installation: Installation) -> None:
+    member, report = installation.member, installation.report
+    chains = _closure(member.distribution, report.distributions)
+    installed = set(report.distributions)
+    forbidden = {
+        canonicalize_name(name) for name in FORBIDDEN_IMPORTS[member.distribution]
+    }
+    dragged_in = {
+        name: " -> ".join(chain) for name, chain in chains.items() if name in forbidden
+    }
+    assert not dragged_in, (
+        f"{member.distribution}'s closure holds forbidden distributions: {dragged_in}"
+    )
+    assert installed == set(chains), (
+        f"the environment holding only {member.distribution} should hold exactly its "
+        f"closure.\n  installed, not in the closure: {sorted(installed - set(chains))}"
+        f"\n  in the closure, not installed: {sorted(set(chains) - installed)}"
+    )
+
+
+def test_workspace_members_installed_are_the_local_builds(
+    installation: Installation,
+) -> None:
+    installed = installation.report.distributions
+    versions = {
+        member.distribution: (installed[member.distribution].version, member.version())
+        for member in MEMBERS
+        if member.distribution in installed
+    }
+    wrong = {
+        name: found
+        for name, (found, ours) in versions.items()
+        if Version(found) != ours
+    }
+    assert not wrong, (
+        f"installed versions {wrong} are not the workspace's own builds: the unrelated "
+        "`mediator` of the public index, or a stale release, was picked"
+    )
+
+
+def test_wheel_declares_what_pyproject_declares(installation: Installation) -> None:
+    member = installation.member
+    metadata = installation.report.distributions[member.distribution].requires
+    built = {
+        str(requirement)
+        for requirement in map(Requirement, metadata)
+        if requirement.marker is None or "extra" not in str(requirement.marker)
+    }
+    declared = {str(requirement) for requirement in member.requirements()}
+    assert built == declared, (
+        f"the {member.distribution} wheel requires {sorted(built)}, "
+        f"its pyproject.toml {sorted(declared)}"
+    )
+
+
+@pytest.mark.parametrize("member", MEMBERS, ids=MEMBER_IDS)
+def test_wheel_holds_only_its_own_package(
+    member: Member, wheels: dict[str, Path]
+) -> None:
+    with zipfile.ZipFile(wheels[member.distribution]) as wheel:
+        names = wheel.namelist()
+    tops = {name.partition("/")[0] for name in names}
+    dist_info = f"{member.import_name}-{member.version()}.dist-info"
+    assert tops == {member.import_name, dist_info}, (
+        f"the {member.distribution} wheel ships {sorted(tops)}"
+    )
+    assert f"{member.import_name}/py.typed" in names, "no py.typed in the wheel"
