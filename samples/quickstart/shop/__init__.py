@@ -1,0 +1,5 @@
+"""A tiny shop: the features the quickstart registers with ``register_from(shop)``.
+
+Requests and notifications live in `commands`, `queries` and `notifications`,
+their handlers in the `handlers` subpackage, which `register_from` searches too.
+"""

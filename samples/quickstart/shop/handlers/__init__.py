@@ -1,0 +1,1 @@
+"""The handlers, one class per request type; `register_from(shop)` finds them here."""
