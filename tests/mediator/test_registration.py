@@ -85,13 +85,15 @@ def test_duplicate_handler_names_both_handlers_and_the_request_type() -> None:
     assert "SecondLookupHandler (module tests.mediator.duplicates.second)" in message
 
 
-def test_duplicate_is_reported_at_registration_not_at_first_send() -> None:
+def test_duplicate_is_reported_when_the_mediator_is_built_not_at_first_send() -> None:
     class OtherPingHandler(QueryHandler[Ping, int]):
         def handle(self, request: Ping) -> int:
             return 0
 
+    module = MediatorModule(lambda m: m.add_handler(PingHandler, OtherPingHandler))
+
     with pytest.raises(DuplicateHandlerError, match="PingHandler"):
-        MediatorModule(lambda m: m.add_handler(PingHandler, OtherPingHandler))
+        Injector([module]).get(Mediator)
 
 
 def test_notifications_may_have_many_handlers() -> None:

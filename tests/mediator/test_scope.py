@@ -276,7 +276,7 @@ async def test_closing_a_stream_early_closes_the_handler_generator() -> None:
     stream = mediator.stream(Endless())
 
     assert [await anext(stream), await anext(stream)] == [0, 1]
-    await stream.aclose()  # type: ignore[attr-defined]
+    await stream.aclose()
 
     assert closed == ["handler"]
     with pytest.raises(StopAsyncIteration):
@@ -355,5 +355,36 @@ async def test_closing_a_finished_stream_again_is_harmless() -> None:
     stream = make_mediator(TwoHandler).stream(Two())
     items = [item async for item in stream]
 
-    await stream.aclose()  # type: ignore[attr-defined]
+    await stream.aclose()
     assert len(set(items)) == 1
+
+
+async def test_a_scoped_stream_behaves_as_an_async_generator() -> None:
+    class Numbers(StreamQuery[int]):
+        pass
+
+    class NumbersHandler(StreamHandler[Numbers, int]):
+        @inject
+        def __init__(self, unit: UnitOfWork) -> None:
+            self.unit = unit
+
+        async def handle(self, query: Numbers) -> AsyncIterator[int]:
+            try:
+                yield 1
+                yield 2
+            except LookupError:
+                yield -1
+
+    mediator = make_mediator(NumbersHandler)
+
+    stream = mediator.stream(Numbers())
+    assert await stream.asend(None) == 1
+    assert await stream.athrow(LookupError("recover")) == -1  # handled inside
+    with pytest.raises(StopAsyncIteration):
+        await anext(stream)
+
+    unstarted = mediator.stream(Numbers())
+    with pytest.raises(KeyError):
+        await unstarted.athrow(KeyError("before the first item"))
+    with pytest.raises(StopAsyncIteration):
+        await anext(unstarted)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from contextlib import aclosing
 from decimal import Decimal
 from typing import Any
 
@@ -13,6 +14,7 @@ import mediator as package
 from mediator import (
     Command,
     CommandHandler,
+    ConfigurationError,
     Next,
     Query,
     QueryHandler,
@@ -257,3 +259,49 @@ async def test_a_handler_may_return_an_async_iterable() -> None:
     mediator = build(lambda m: m.add_handler(ReturnsSource))
 
     assert [i async for i in mediator.stream(Count(upto=3))] == [0, 1, 2]
+
+
+async def test_every_stream_can_be_closed_early_with_aclosing() -> None:
+    closed: list[str] = []
+
+    class Endless(StreamHandler[Count, int]):
+        async def handle(self, query: Count) -> AsyncIterator[int]:
+            try:
+                index = 0
+                while True:
+                    yield index
+                    index += 1
+            finally:
+                closed.append("source")
+
+    class Passes:
+        async def handle(self, request: Any, next: Next[Any]) -> Any:
+            return await next()
+
+        async def handle_stream(self, request: Any, next: Any) -> AsyncIterator[Any]:
+            async for item in next():
+                yield item
+
+    bare = build(lambda m: m.add_handler(Endless))
+    wrapped = build(lambda m: m.add_handler(Endless).add_behavior(Passes))
+    for mediator in (bare, wrapped):
+        async with aclosing(mediator.stream(Count(upto=0))) as stream:
+            async for item in stream:
+                if item == 2:
+                    break
+
+    assert closed == ["source", "source"]
+
+
+async def test_a_behavior_handle_stream_must_be_an_async_generator() -> None:
+    class ReturnsIterator:
+        async def handle(self, request: Any, next: Next[Any]) -> Any:
+            return await next()
+
+        def handle_stream(self, request: Any, next: Any) -> AsyncIterator[Any]:
+            return next()  # type: ignore[no-any-return]
+
+    with pytest.raises(
+        ConfigurationError, match="handle_stream must be an async generator"
+    ):
+        build(lambda m: m.add_behavior(ReturnsIterator))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncGenerator, Coroutine
 from dataclasses import dataclass
 from typing import Any, NoReturn, TypeVar
 
@@ -11,6 +11,7 @@ from injector import Injector
 
 from mediator._errors import (
     ConfigurationError,
+    DuplicateHandlerError,
     HandlerNotFoundError,
     ScopeError,
     UnresolvableDependencyError,
@@ -107,11 +108,12 @@ class Mediator:
             self._raise_missing(request, "send_sync")
         return route(request)  # type: ignore[no-any-return]
 
-    def stream(self, query: StreamQuery[T]) -> AsyncIterator[T]:
+    def stream(self, query: StreamQuery[T]) -> AsyncGenerator[T, None]:
         """Open the stream answering `query`; iterate it with ``async for``.
 
-        The handler and the behaviors run as items are pulled. Closing the
-        iterator early (``aclose()``) closes the handler's generator.
+        The handler and the behaviors run as items are pulled. To stop early,
+        close it (``await stream.aclose()``, or ``contextlib.aclosing``): that
+        closes the handler's generator and ends the stream's request scope.
 
         Raises:
             HandlerNotFoundError: No handler is registered for the query type.
@@ -208,10 +210,12 @@ def build_mediator(
     """Build the mediator: compile every factory and route, or fail naming the culprit.
 
     Raises:
+        DuplicateHandlerError: Two handlers for one request type.
         UnresolvableDependencyError: A handler or behavior cannot be built.
         ConfigurationError: A behavior is malformed (no stage, sync `handle`,
             registered twice).
     """
+    check_single_handlers(settings.handlers)
     mediator = Mediator()
     mediator._sources = settings.sources  # pyright: ignore[reportPrivateUsage]
     wiring = Wiring(injector, fixed={Mediator: mediator})
@@ -253,6 +257,28 @@ def build_mediator(
     return mediator
 
 
+def check_single_handlers(handlers: tuple[HandlerInfo, ...]) -> None:
+    """One handler per request or stream type; notifications may have many.
+
+    Raises:
+        DuplicateHandlerError: Naming the type and both handlers with their modules.
+    """
+    seen: dict[type[Any], HandlerInfo] = {}
+    for info in handlers:
+        if info.kind is HandlerKind.NOTIFICATION:
+            continue
+        first = seen.setdefault(info.message_type, info)
+        if first is not info:
+            message = info.message_type
+            raise DuplicateHandlerError(
+                f"{message.__qualname__} (module {message.__module__}) has two "
+                f"handlers: {first.handler.__qualname__} (module "
+                f"{first.handler.__module__}) and {info.handler.__qualname__} "
+                f"(module {info.handler.__module__}); a request type has exactly "
+                "one handler, so remove or rename one of them"
+            )
+
+
 def _build_behaviors(
     wiring: Wiring, registered: list[Any], *, ordered_by_stage: bool
 ) -> list[BehaviorInfo]:
@@ -285,6 +311,12 @@ def _build_behaviors(
                 f"behavior {name} must define `async def handle(self, request, next)`; "
                 "put synchronous logic in handle_sync"
             )
+        handle_stream = getattr(instance, "handle_stream", None)
+        if handle_stream is not None and not inspect.isasyncgenfunction(handle_stream):
+            raise ConfigurationError(
+                f"behavior {name}: handle_stream must be an async generator "
+                "(async def with `async for item in next(): yield item`)"
+            )
         chain.append(
             (
                 stage if isinstance(stage, Stage) else None,
@@ -292,7 +324,7 @@ def _build_behaviors(
                     instance=instance,
                     name=name,
                     handle_sync=getattr(instance, "handle_sync", None),
-                    handle_stream=getattr(instance, "handle_stream", None),
+                    handle_stream=handle_stream,
                     applies_to=getattr(instance, "applies_to", None),
                     scoped=scoped,
                 ),

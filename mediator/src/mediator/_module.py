@@ -10,8 +10,7 @@ from typing import Any, Self
 from injector import Binder, Injector, Module, provider, singleton
 
 from mediator._discovery import find_handlers, walk_modules
-from mediator._errors import DuplicateHandlerError
-from mediator._handlers import HandlerInfo, HandlerKind, inspect_handler
+from mediator._handlers import HandlerInfo, inspect_handler
 from mediator._mediator import Mediator, Settings, build_mediator
 
 __all__ = [
@@ -112,25 +111,7 @@ class MediatorConfig:
 
     def _settings(self) -> Settings:
         handlers = tuple(self._handlers.values())
-        _check_single_handlers(handlers)
         return Settings(handlers, tuple(self._sources), self._ordered_by_stage)
-
-
-def _check_single_handlers(handlers: tuple[HandlerInfo, ...]) -> None:
-    seen: dict[type[Any], HandlerInfo] = {}
-    for info in handlers:
-        if info.kind is HandlerKind.NOTIFICATION:
-            continue
-        first = seen.setdefault(info.message_type, info)
-        if first is not info:
-            message = info.message_type
-            raise DuplicateHandlerError(
-                f"{message.__qualname__} (module {message.__module__}) has two "
-                f"handlers: {first.handler.__qualname__} (module "
-                f"{first.handler.__module__}) and {info.handler.__qualname__} "
-                f"(module {info.handler.__module__}); a request type has exactly "
-                "one handler, so remove or rename one of them"
-            )
 
 
 class MediatorModule(Module):
@@ -149,7 +130,7 @@ class MediatorModule(Module):
         >>> mediator = Injector([module]).get(Mediator)  # doctest: +SKIP
 
     Raises:
-        DuplicateHandlerError: Two handlers for one request type.
+        TypeError: A handler registered by `configure` is not a usable handler.
     """
 
     def __init__(

@@ -8,9 +8,18 @@ calls it, with no per-send decisions left to make.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterable,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Iterable,
+)
 from dataclasses import dataclass
 from functools import partial
+from types import TracebackType
 from typing import Any, NoReturn
 
 from mediator._errors import SyncPathError
@@ -29,7 +38,7 @@ __all__ = [
 
 AsyncRoute = Callable[[Any], Awaitable[Any]]
 SyncRoute = Callable[[Any], Any]
-StreamRoute = Callable[[Any], AsyncIterator[Any]]
+StreamRoute = Callable[[Any], AsyncGenerator[Any, None]]
 PublishRoute = Callable[[Any, bool, bool], Awaitable[None]]
 SyncPublishRoute = Callable[[Any, bool], None]
 
@@ -170,16 +179,20 @@ def stream_route(
     *,
     scoped: bool,
 ) -> StreamRoute:
-    """The route of a stream query: stream-aware behaviors around the handler."""
+    """The route of a stream query: stream-aware behaviors around the handler.
 
-    def from_generator(query: Any) -> AsyncIterator[Any]:
+    Every route yields an async generator, so the consumer can always
+    ``aclose()`` it (or use ``contextlib.aclosing``) to stop early.
+    """
+
+    def from_generator(query: Any) -> AsyncGenerator[Any, None]:
         return _from_sync(make().handle(query))
 
-    def from_async_generator(query: Any) -> AsyncIterator[Any]:
+    def from_async_generator(query: Any) -> AsyncGenerator[Any, None]:
         return make().handle(query)  # type: ignore[no-any-return]
 
-    def from_iterable(query: Any) -> AsyncIterator[Any]:
-        return _as_async_iterator(make().handle(query), info)
+    def from_iterable(query: Any) -> AsyncGenerator[Any, None]:
+        return _from_iterable(make().handle(query), info)
 
     route: StreamRoute = {
         CallStyle.GENERATOR: from_generator,
@@ -198,21 +211,55 @@ def _wrap_stream(
     handle: Callable[[Any, Callable[[], AsyncIterator[Any]]], AsyncIterator[Any]],
     inner: StreamRoute,
 ) -> StreamRoute:
-    def step(query: Any) -> AsyncIterator[Any]:
-        return handle(query, lambda: inner(query))
+    def step(query: Any) -> AsyncGenerator[Any, None]:
+        return _closing_step(handle, inner, query)
 
     return step
 
 
-async def _from_sync(items: Iterable[Any]) -> AsyncIterator[Any]:
+async def _closing_step(
+    handle: Callable[[Any, Callable[[], AsyncIterator[Any]]], AsyncIterator[Any]],
+    inner: StreamRoute,
+    query: Any,
+) -> AsyncGenerator[Any, None]:
+    # An `async for` over next() does not close it when the behavior's own
+    # generator is closed early; garbage collection would, some time later. So
+    # every stream opened through next() is closed here, in order, on every path.
+    opened: list[AsyncGenerator[Any, None]] = []
+
+    def next_stream() -> AsyncIterator[Any]:
+        stream = inner(query)
+        opened.append(stream)
+        return stream
+
+    outer = handle(query, next_stream)
+    try:
+        async for item in outer:
+            yield item
+    finally:
+        try:
+            aclose = getattr(outer, "aclose", None)
+            if aclose is not None:
+                await aclose()
+        finally:
+            for stream in reversed(opened):
+                await stream.aclose()
+
+
+async def _from_sync(items: Iterable[Any]) -> AsyncGenerator[Any, None]:
     for item in items:
         yield item
 
 
-def _as_async_iterator(result: object, info: HandlerInfo) -> AsyncIterator[Any]:
+async def _from_async(items: AsyncIterable[Any]) -> AsyncGenerator[Any, None]:
+    async for item in items:
+        yield item
+
+
+def _from_iterable(result: object, info: HandlerInfo) -> AsyncGenerator[Any, None]:
     if isinstance(result, AsyncIterable):
         items: AsyncIterable[Any] = result  # pyright: ignore[reportUnknownVariableType]
-        return aiter(items)
+        return _from_async(items)
     if isinstance(result, Iterable):
         plain: Iterable[Any] = result  # pyright: ignore[reportUnknownVariableType]
         return _from_sync(plain)
@@ -222,10 +269,12 @@ def _as_async_iterator(result: object, info: HandlerInfo) -> AsyncIterator[Any]:
     )
 
 
-class _ScopedStream(AsyncIterator[Any]):
+class _ScopedStream(AsyncGenerator[Any, None]):
     """Runs every step of a stream inside its request scope, and only those steps.
 
-    The consumer's own code between items never sees the scope.
+    The consumer's own code between items never sees the scope. A stream opened
+    inside a send joins that send's scope; otherwise it owns a scope, closed
+    when the stream ends, fails or is closed.
     """
 
     __slots__ = ("_done", "_inner", "_owned", "_query", "_route", "_state")
@@ -236,20 +285,45 @@ class _ScopedStream(AsyncIterator[Any]):
         parent = active_scope()
         self._owned = parent is None
         self._state = ScopeState() if parent is None else parent
-        self._inner: AsyncIterator[Any] | None = None
+        self._inner: AsyncGenerator[Any, None] | None = None
         self._done = False
 
-    def __aiter__(self) -> AsyncIterator[Any]:
+    def __aiter__(self) -> AsyncGenerator[Any, None]:
         return self
 
-    async def __anext__(self) -> Any:
+    def __anext__(self) -> Coroutine[Any, Any, Any]:
+        return self.asend(None)
+
+    async def asend(self, value: None) -> Any:
+        """Advance the stream inside its scope."""
         if self._done:
             raise StopAsyncIteration
         token = current_scope.set(self._state)
         try:
             if self._inner is None:
                 self._inner = self._route(self._query)
-            return await self._inner.__anext__()
+            return await self._inner.asend(value)
+        except BaseException:
+            self._end()
+            raise
+        finally:
+            current_scope.reset(token)
+
+    async def athrow(
+        self,
+        typ: type[BaseException] | BaseException,
+        val: object = None,
+        tb: TracebackType | None = None,
+    ) -> Any:
+        """Raise inside the handler's generator, as for any async generator."""
+        error = typ if isinstance(typ, BaseException) else typ()
+        inner = self._inner
+        if self._done or inner is None:
+            self._end()
+            raise error
+        token = current_scope.set(self._state)
+        try:
+            return await inner.athrow(error)
         except BaseException:
             self._end()
             raise
@@ -263,9 +337,8 @@ class _ScopedStream(AsyncIterator[Any]):
         inner = self._inner
         token = current_scope.set(self._state)
         try:
-            aclose = getattr(inner, "aclose", None)
-            if aclose is not None:
-                await aclose()
+            if inner is not None:
+                await inner.aclose()
         finally:
             self._end()
             current_scope.reset(token)
