@@ -42,9 +42,10 @@ format: venv
 	$(BIN)/ruff check --fix .
 
 # Peers are installed only into the benchmark's own environment, never into .venv.
+# The members are installed editable, so a bench always measures the work tree.
 $(BENCH_VENV)/.synced: $(UV) benchmarks/requirements.txt $(MEMBERS)
 	$(UV) venv --allow-existing --python $(PYTHON) $(BENCH_VENV)
-	VIRTUAL_ENV=$(BENCH_VENV) $(UV) pip install ./mediator ./mediator_resilience ./http_resilience -r benchmarks/requirements.txt
+	VIRTUAL_ENV=$(BENCH_VENV) $(UV) pip install -e ./mediator -e ./mediator_resilience -e ./http_resilience -r benchmarks/requirements.txt
 	touch $@
 
 bench: $(BENCH_VENV)/.synced
