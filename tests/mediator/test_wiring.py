@@ -165,3 +165,24 @@ async def test_a_singleton_handler_that_sends_is_built_on_first_use() -> None:
     assert await mediator.send(Nested()) == 1
     assert await mediator.send(Nested()) == 1
     assert injector.get(NestedHandler).mediator is mediator
+
+
+@singleton
+class AsyncSingletonHandler(QueryHandler[Nested, int]):
+    async def handle(self, request: Nested) -> int:
+        return id(self)
+
+
+async def test_an_async_singleton_handler_serves_every_send() -> None:
+    injector = Injector(
+        [MediatorModule(lambda m: m.add_handler(AsyncSingletonHandler))]
+    )
+    mediator = injector.get(Mediator)
+
+    first = await mediator.send(Nested())
+
+    assert (
+        await mediator.send(Nested())
+        == first
+        == id(injector.get(AsyncSingletonHandler))
+    )
