@@ -5,7 +5,26 @@ send runs through the behaviors that apply to its type. Handlers and behaviors
 are built by `injector`.
 """
 
+from mediator._audit import (
+    REDACTED,
+    AuditBehavior,
+    AuditRecord,
+    AuditSink,
+    LoggingAuditSink,
+    Sensitive,
+)
+from mediator._authorization import AuthorizationBehavior, Policy, authorize
 from mediator._behavior import Behavior, Next, StreamNext, SyncNext
+from mediator._clock import Clock, SystemClock
+from mediator._context import (
+    ContextPrincipalProvider,
+    Principal,
+    PrincipalProvider,
+    acting_as,
+    correlation_id,
+    current_correlation_id,
+    current_principal,
+)
 from mediator._errors import (
     BusinessRuleError,
     ConfigurationError,
@@ -19,6 +38,7 @@ from mediator._errors import (
     NotFoundError,
     ScopeError,
     SyncPathError,
+    TransientDatabaseError,
     UnresolvableDependencyError,
     ValidationError,
 )
@@ -37,22 +57,39 @@ from mediator._module import (
     register_behavior,
 )
 from mediator._requests import Command, Notification, Query, Request, StreamQuery
-from mediator._scope import RequestScope, request_scope
+from mediator._scope import RequestScope, at_scope_exit, request_scope
 from mediator._stage import Stage
+from mediator._transaction import (
+    AsyncUnitOfWork,
+    TransactionBehavior,
+    UnitOfWork,
+    is_transactional,
+    transactional,
+)
+from mediator._validation import ValidationBehavior, Validator
 
 __all__ = [
+    "REDACTED",
+    "AsyncUnitOfWork",
+    "AuditBehavior",
+    "AuditRecord",
+    "AuditSink",
+    "AuthorizationBehavior",
     "Behavior",
     "BehaviorRegistration",
     "BusinessRuleError",
+    "Clock",
     "Command",
     "CommandHandler",
     "ConfigurationError",
     "ConflictError",
+    "ContextPrincipalProvider",
     "DomainError",
     "DuplicateHandlerError",
     "FieldError",
     "ForbiddenError",
     "HandlerNotFoundError",
+    "LoggingAuditSink",
     "Mediator",
     "MediatorConfig",
     "MediatorError",
@@ -61,20 +98,38 @@ __all__ = [
     "NotFoundError",
     "Notification",
     "NotificationHandler",
+    "Policy",
+    "Principal",
+    "PrincipalProvider",
     "Query",
     "QueryHandler",
     "Request",
     "RequestHandler",
     "RequestScope",
     "ScopeError",
+    "Sensitive",
     "Stage",
     "StreamHandler",
     "StreamNext",
     "StreamQuery",
     "SyncNext",
     "SyncPathError",
+    "SystemClock",
+    "TransactionBehavior",
+    "TransientDatabaseError",
+    "UnitOfWork",
     "UnresolvableDependencyError",
+    "ValidationBehavior",
     "ValidationError",
+    "Validator",
+    "acting_as",
+    "at_scope_exit",
+    "authorize",
+    "correlation_id",
+    "current_correlation_id",
+    "current_principal",
+    "is_transactional",
     "register_behavior",
     "request_scope",
+    "transactional",
 ]

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 import pkgutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any, cast
 
-from mediator._handlers import is_concrete_handler
+from mediator._handlers import first_type_argument, is_concrete_handler
+from mediator._validation import Validator
 
-__all__ = ["find_handlers", "walk_modules"]
+__all__ = ["find_handlers", "find_validators", "walk_modules"]
 
 
 def walk_modules(target: ModuleType | str) -> Iterator[ModuleType]:
@@ -43,10 +45,31 @@ def walk_modules(target: ModuleType | str) -> Iterator[ModuleType]:
 
 def find_handlers(module: ModuleType) -> list[type[Any]]:
     """Concrete handler classes defined in `module` itself, in definition order."""
+    return _defined_in(module, is_concrete_handler)
+
+
+def find_validators(module: ModuleType) -> list[type[Any]]:
+    """Concrete `Validator` classes defined in `module` itself, in definition order."""
+    return _defined_in(module, is_concrete_validator)
+
+
+def is_concrete_validator(cls: type[Any]) -> bool:
+    """A `Validator` subclass that can be built and names its request type."""
+    return (
+        Validator in cls.__mro__
+        and cls is not Validator
+        and not inspect.isabstract(cls)
+        and isinstance(first_type_argument(cls, (Validator,)), type)
+    )
+
+
+def _defined_in(
+    module: ModuleType, wanted: Callable[[type[Any]], bool]
+) -> list[type[Any]]:
     return [
         value
         for value in vars(module).values()
         if isinstance(value, type)
         and value.__module__ == module.__name__
-        and is_concrete_handler(value)
+        and wanted(value)
     ]

@@ -18,6 +18,7 @@ __all__ = [
     "NotFoundError",
     "ScopeError",
     "SyncPathError",
+    "TransientDatabaseError",
     "UnresolvableDependencyError",
     "ValidationError",
 ]
@@ -69,6 +70,20 @@ class ForbiddenError(DomainError):
 
 class ConflictError(DomainError):
     """The request conflicts with the current state (for example, a duplicate key)."""
+
+
+# --- Transient failures: worth another attempt --------------------------------
+
+
+class TransientDatabaseError(MediatorError):
+    """The database refused the transaction for now, not for good.
+
+    Raised at the transaction boundary for a serialization failure or a
+    deadlock (PostgreSQL SQLSTATE 40001, 40P01) and for SQLite's "database is
+    locked". The driver's exception is its ``__cause__``. It is not a
+    `DomainError`, so retry treats it as transient: a second attempt, in a
+    fresh transaction, can succeed.
+    """
 
 
 # --- Configuration errors: a mistake in how the mediator was set up ------------

@@ -204,25 +204,33 @@ def _call_style(cls: type[Any], kind: HandlerKind, where: str) -> CallStyle:
 
 
 def _message_type_of(cls: type[Any]) -> object:
-    """The first type argument given to the handler root class.
+    return first_type_argument(cls, tuple(_ROOTS))
 
-    Type variables are substituted through intermediate generic classes.
+
+def first_type_argument(cls: type[Any], roots: tuple[type[Any], ...]) -> object:
+    """The first type argument `cls` gives one of the generic `roots`.
+
+    Type variables are substituted through intermediate generic classes, so
+    ``class Base(RequestHandler[T, int])`` and ``class Concrete(Base[Ping])``
+    resolve to ``Ping``. None when no root is parametrised.
     """
-    return _search(cls, {})
+    return _search(cls, roots, {})
 
 
-def _search(cls: type[Any], bound: dict[object, object]) -> object:
+def _search(
+    cls: type[Any], roots: tuple[type[Any], ...], bound: dict[object, object]
+) -> object:
     for base in cls.__dict__.get("__orig_bases__", cls.__bases__):
         origin = get_origin(base) or base
-        if not isinstance(origin, type) or handler_kind(origin) is None:
+        if not isinstance(origin, type) or not issubclass(origin, roots):
             continue
         args = tuple(
             bound.get(a, a) if isinstance(a, TypeVar) else a for a in get_args(base)
         )
-        if origin in _ROOTS:
+        if origin in roots:
             return args[0] if args else None
         params: tuple[object, ...] = getattr(origin, "__parameters__", ())
-        found = _search(origin, dict(zip(params, args, strict=False)))
+        found = _search(origin, roots, dict(zip(params, args, strict=False)))
         if found is not None:
             return found
     return None

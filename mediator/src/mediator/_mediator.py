@@ -48,6 +48,7 @@ class Settings:
     handlers: tuple[HandlerInfo, ...]
     sources: tuple[str, ...]
     ordered_by_stage: bool
+    validators: tuple[type[Any], ...] = ()
 
 
 class Mediator:

@@ -7,11 +7,22 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Self
 
-from injector import Binder, Injector, Module, provider, singleton
+from injector import Binder, Injector, InstanceProvider, Module, provider, singleton
 
-from mediator._discovery import find_handlers, walk_modules
+from mediator._audit import AuditBehavior, AuditSink, LoggingAuditSink
+from mediator._authorization import AuthorizationBehavior
+from mediator._clock import Clock, SystemClock
+from mediator._context import ContextPrincipalProvider, PrincipalProvider
+from mediator._discovery import find_handlers, find_validators, walk_modules
 from mediator._handlers import HandlerInfo, inspect_handler
 from mediator._mediator import Mediator, Settings, build_mediator
+from mediator._transaction import TransactionBehavior
+from mediator._validation import (
+    ValidationBehavior,
+    Validator,
+    ValidatorRegistry,
+    validated_type,
+)
 
 __all__ = [
     "BehaviorRegistration",
@@ -19,6 +30,14 @@ __all__ = [
     "MediatorModule",
     "register_behavior",
 ]
+
+
+DEFAULT_BEHAVIORS: tuple[type[Any], ...] = (
+    AuditBehavior,
+    ValidationBehavior,
+    AuthorizationBehavior,
+    TransactionBehavior,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +77,7 @@ class MediatorConfig:
         self._handlers: dict[type[Any], HandlerInfo] = {}
         self._sources: list[str] = []
         self._behaviors: list[type[Any] | object] = []
+        self._validators: list[type[Any]] = []
         self._ordered_by_stage = False
 
     def register_from(self, *targets: ModuleType | str) -> Self:
@@ -74,6 +94,8 @@ class MediatorConfig:
             for module in walk_modules(target):
                 for cls in find_handlers(module):
                     self._add(cls)
+                for cls in find_validators(module):
+                    self._add_validator(cls)
             name = target if isinstance(target, str) else target.__name__
             if name not in self._sources:
                 self._sources.append(name)
@@ -91,27 +113,53 @@ class MediatorConfig:
                 self._sources.append(cls.__module__)
         return self
 
+    def add_validator(self, *validators: type[Validator[Any]]) -> Self:
+        """Register `Validator` classes one by one.
+
+        Raises:
+            TypeError: A class is not a concrete validator naming its request type.
+        """
+        for cls in validators:
+            validated_type(cls)  # fails early, naming the class
+            self._add_validator(cls)
+        return self
+
     def add_behavior(self, *behaviors: type[Any] | object) -> Self:
         """Add behaviors (classes built by the injector, or instances) to the chain."""
         self._behaviors.extend(behaviors)
         return self
 
     def use_defaults(self) -> Self:
-        """Order the chain by `Stage`, whatever the registration order.
+        """Install the built-in behaviors and order the chain by `Stage`.
 
-        Audit, validation and authorization then run once per request, and retry
+        Adds `AuditBehavior`, `ValidationBehavior`, `AuthorizationBehavior` and
+        `TransactionBehavior`, and orders every behavior (these, yours, and
+        those other modules register) by stage, whatever the registration
+        order: audit, validation and authorization run once per request, retry
         sits inside them and outside the transaction.
         """
         self._ordered_by_stage = True
+        for behavior in DEFAULT_BEHAVIORS:
+            if behavior not in self._behaviors:
+                self._behaviors.append(behavior)
         return self
 
     def _add(self, cls: type[Any]) -> None:
         if cls not in self._handlers:
             self._handlers[cls] = inspect_handler(cls)
 
+    def _add_validator(self, cls: type[Any]) -> None:
+        if cls not in self._validators:
+            self._validators.append(cls)
+
     def _settings(self) -> Settings:
         handlers = tuple(self._handlers.values())
-        return Settings(handlers, tuple(self._sources), self._ordered_by_stage)
+        return Settings(
+            handlers,
+            tuple(self._sources),
+            self._ordered_by_stage,
+            tuple(self._validators),
+        )
 
 
 class MediatorModule(Module):
@@ -143,8 +191,18 @@ class MediatorModule(Module):
         self._settings = config._settings()  # pyright: ignore[reportPrivateUsage]
 
     def configure(self, binder: Binder) -> None:
-        """Bind the settings and this module's behaviors into the multibinding."""
+        """Bind the settings, the defaults, and this module's behaviors."""
         binder.bind(Settings, to=self._settings)
+        binder.bind(ValidatorRegistry, to=ValidatorRegistry(self._settings.validators))
+        # Defaults a module configured earlier may already have bound; one
+        # configured later replaces them (the injector keeps the last binding).
+        for key, default in (
+            (AuditSink, LoggingAuditSink()),
+            (PrincipalProvider, ContextPrincipalProvider()),
+            (Clock, SystemClock()),
+        ):
+            if not binder.has_binding_for(key):
+                binder.bind(key, to=InstanceProvider(default))
         registrations = [
             BehaviorRegistration(b)
             for b in self._config._behaviors  # pyright: ignore[reportPrivateUsage]

@@ -32,6 +32,11 @@ class Request(BaseModel, Generic[R]):
     model_config = _FROZEN
 
 
+def is_request_type(cls: object) -> bool:
+    """Whether `cls` is a `Request` subclass (a command or a query class)."""
+    return isinstance(cls, type) and Request in cls.__mro__
+
+
 class Command(Request[R], Generic[R]):
     """A request that changes state; its handler returns `R`."""
 

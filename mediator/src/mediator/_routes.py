@@ -103,7 +103,7 @@ def _wrap_async(
 
 def _scoped_async(inner: AsyncRoute) -> AsyncRoute:
     async def run(request: Any) -> Any:
-        with enter_scope():
+        async with enter_scope():
             return await inner(request)
 
     return run
@@ -303,8 +303,11 @@ class _ScopedStream(AsyncGenerator[Any, None]):
             if self._inner is None:
                 self._inner = self._route(self._query)
             return await self._inner.asend(value)
-        except BaseException:
-            self._end()
+        except StopAsyncIteration:
+            await self._end(None)
+            raise
+        except BaseException as failure:
+            await self._end(failure)
             raise
         finally:
             current_scope.reset(token)
@@ -319,13 +322,16 @@ class _ScopedStream(AsyncGenerator[Any, None]):
         error = typ if isinstance(typ, BaseException) else typ()
         inner = self._inner
         if self._done or inner is None:
-            self._end()
+            await self._end(error)
             raise error
         token = current_scope.set(self._state)
         try:
             return await inner.athrow(error)
-        except BaseException:
-            self._end()
+        except StopAsyncIteration:
+            await self._end(None)
+            raise
+        except BaseException as failure:
+            await self._end(failure)
             raise
         finally:
             current_scope.reset(token)
@@ -339,15 +345,21 @@ class _ScopedStream(AsyncGenerator[Any, None]):
         try:
             if inner is not None:
                 await inner.aclose()
+        except BaseException as failure:
+            await self._end(failure)
+            raise
+        else:
+            await self._end(None)
         finally:
-            self._end()
             current_scope.reset(token)
 
-    def _end(self) -> None:
+    async def _end(self, failure: BaseException | None) -> None:
+        if self._done:
+            return
         self._done = True
         self._inner = None
         if self._owned:
-            self._state.open = False
+            await self._state.aclose(failure)
 
 
 # --- publish -------------------------------------------------------------------
@@ -384,7 +396,7 @@ def publish_route(
         return route
 
     async def run(notification: Any, concurrent: bool, stop: bool) -> None:
-        with enter_scope():
+        async with enter_scope():
             await route(notification, concurrent, stop)
 
     return run

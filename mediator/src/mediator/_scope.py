@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from injector import Injector, Provider, Scope, ScopeDecorator
 
-from mediator._errors import ScopeError
+from mediator._errors import ScopeError, SyncPathError
 
-__all__ = ["RequestScope", "request_scope"]
+__all__ = ["RequestScope", "at_scope_exit", "request_scope"]
 
 T = TypeVar("T")
 
@@ -17,13 +19,65 @@ T = TypeVar("T")
 class ScopeState(dict[object, Any]):
     """The instances of one request scope, by key.
 
-    Closed when its top-level send ends; a task that outlives the send then
-    opens a scope of its own.
+    Closed when its top-level send ends: its cleanups run (see `at_scope_exit`),
+    and a task that outlives the send opens a scope of its own.
 
     A dict subclass without ``__init__`` so that opening a scope stays cheap.
     """
 
     open: bool = True
+    cleanups: list[Callable[[], object]] | None = None
+
+    def close(self, failure: BaseException | None) -> None:
+        """End the scope on the sync path: run the cleanups, newest first."""
+        self.open = False
+        errors: list[Exception] = []
+        for cleanup in reversed(self.cleanups or ()):
+            try:
+                result = cleanup()
+                if inspect.isawaitable(result):
+                    _discard(result)
+                    raise SyncPathError(
+                        f"the scope cleanup {cleanup!r} is async and the send is "
+                        "sync: await mediator.send(...) instead"
+                    )
+            except Exception as error:
+                errors.append(error)
+        _report(errors, failure)
+
+    async def aclose(self, failure: BaseException | None) -> None:
+        """End the scope on the async path: run the cleanups, awaiting async ones."""
+        self.open = False
+        errors: list[Exception] = []
+        for cleanup in reversed(self.cleanups or ()):
+            try:
+                result = cleanup()
+                if inspect.isawaitable(result):
+                    await result
+            except Exception as error:
+                errors.append(error)
+        _report(errors, failure)
+
+
+def _discard(awaitable: Awaitable[object]) -> None:
+    close = getattr(awaitable, "close", None)
+    if close is not None:
+        close()
+
+
+def _report(errors: list[Exception], failure: BaseException | None) -> None:
+    # A cleanup that fails never hides the send's own failure: it is noted on it.
+    if not errors:
+        return
+    if failure is not None:
+        for error in errors:
+            failure.add_note(
+                f"scope cleanup also failed: {type(error).__qualname__}: {error}"
+            )
+        return
+    if len(errors) == 1:
+        raise errors[0]
+    raise ExceptionGroup("request scope cleanups failed", errors)
 
 
 # The scope of the send running in this context. Tasks copy their context, so a
@@ -82,11 +136,15 @@ request_scope = ScopeDecorator(RequestScope)
 
 
 class enter_scope:
-    """Opens a request scope for a top-level send; inside one, joins it instead."""
+    """Opens a request scope for a top-level send; inside one, joins it instead.
+
+    ``with`` on the sync path, ``async with`` on the async path (where async
+    cleanups are awaited).
+    """
 
     __slots__ = ("_state", "_token")
 
-    def __enter__(self) -> None:
+    def _enter(self) -> None:
         state = current_scope.get()
         if state is not None and state.open:
             self._token = None
@@ -94,7 +152,41 @@ class enter_scope:
         self._state = state = ScopeState()
         self._token = current_scope.set(state)
 
-    def __exit__(self, *_: object) -> None:
+    def __enter__(self) -> None:
+        self._enter()
+
+    def __exit__(
+        self, _type: object, failure: BaseException | None, _tb: object
+    ) -> None:
         if self._token is not None:
-            self._state.open = False
             current_scope.reset(self._token)
+            self._state.close(failure)
+
+    async def __aenter__(self) -> None:
+        self._enter()
+
+    async def __aexit__(
+        self, _type: object, failure: BaseException | None, _tb: object
+    ) -> None:
+        if self._token is not None:
+            current_scope.reset(self._token)
+            await self._state.aclose(failure)
+
+
+def at_scope_exit(cleanup: Callable[[], object]) -> None:
+    """Run `cleanup` when the current request scope ends (newest first).
+
+    A request-scoped resource registers its own release, e.g. a provider that
+    opens a database session registers ``session.close``. `cleanup` may return
+    an awaitable on the async path. A cleanup that fails does not hide the
+    send's own failure; it is noted on it.
+
+    Raises:
+        ScopeError: No send is running.
+    """
+    state = active_scope()
+    if state is None:
+        raise ScopeError("at_scope_exit() needs a running send: call it during one")
+    if state.cleanups is None:
+        state.cleanups = []
+    state.cleanups.append(cleanup)

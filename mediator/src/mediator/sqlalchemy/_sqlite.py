@@ -1,0 +1,51 @@
+"""SQLite set-up for concurrent writers: WAL, foreign keys, ``BEGIN IMMEDIATE``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Connection, Engine, event
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+__all__ = ["IMMEDIATE", "prepare_sqlite"]
+
+IMMEDIATE = "mediator_sqlite_immediate"
+"""Execution option a unit of work sets to begin with ``BEGIN IMMEDIATE``."""
+
+
+def prepare_sqlite(engine: Engine | AsyncEngine) -> None:
+    """Make a SQLite engine safe for concurrent writers; idempotent.
+
+    - Write transactions of the unit of work begin with ``BEGIN IMMEDIATE``:
+      they take the write lock at the start and queue on the busy timeout. With
+      the driver's deferred ``BEGIN``, two transactions that read and then write
+      deadlock on the upgrade and one fails at once with "database is locked".
+      Other transactions keep the deferred ``BEGIN``.
+    - ``journal_mode=WAL``, so readers do not block the writer (file databases).
+    - ``foreign_keys=ON``, which SQLite leaves off by default.
+
+    `SqlAlchemyModule` calls this for SQLite engines itself.
+    """
+    sync_engine = engine.sync_engine if isinstance(engine, AsyncEngine) else engine
+    if sync_engine.dialect.name != "sqlite" or event.contains(
+        sync_engine, "connect", _on_connect
+    ):
+        return
+    event.listen(sync_engine, "connect", _on_connect)
+    event.listen(sync_engine, "begin", _on_begin)
+
+
+def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+    # Stop the driver from emitting its own BEGIN, so that _on_begin decides.
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+    finally:
+        cursor.close()
+
+
+def _on_begin(connection: Connection) -> None:
+    immediate = connection.get_execution_options().get(IMMEDIATE, False)
+    connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
