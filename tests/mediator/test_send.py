@@ -198,15 +198,22 @@ def test_requests_are_frozen_validated_models() -> None:
 def test_the_public_names_are_pinned_and_sorted() -> None:
     assert package.__all__ == sorted(package.__all__)
     assert set(package.__all__) == {
-        "Behavior", "BehaviorRegistration", "BusinessRuleError", "Command",
-        "CommandHandler", "ConfigurationError", "ConflictError", "DomainError",
-        "DuplicateHandlerError", "FieldError", "ForbiddenError", "HandlerNotFoundError",
-        "Mediator", "MediatorConfig", "MediatorError", "MediatorModule", "Next",
-        "NotFoundError", "Notification", "NotificationHandler", "Query", "QueryHandler",
-        "Request", "RequestHandler", "RequestScope", "ScopeError", "Stage",
-        "StreamHandler", "StreamNext", "StreamQuery", "SyncNext", "SyncPathError",
-        "UnresolvableDependencyError", "ValidationError", "register_behavior",
-        "request_scope",
+        "AsyncUnitOfWork", "AuditBehavior", "AuditRecord", "AuditSink",
+        "AuthorizationBehavior", "Behavior", "BehaviorRegistration",
+        "BusinessRuleError", "Clock", "Command", "CommandHandler",
+        "ConfigurationError", "ConflictError", "ContextPrincipalProvider",
+        "DomainError", "DuplicateHandlerError", "FieldError", "ForbiddenError",
+        "HandlerNotFoundError", "LoggingAuditSink", "Mediator", "MediatorConfig",
+        "MediatorError", "MediatorModule", "Next", "NotFoundError", "Notification",
+        "NotificationHandler", "Policy", "Principal", "PrincipalProvider", "Query",
+        "QueryHandler", "REDACTED", "Request", "RequestHandler", "RequestScope",
+        "ScopeError", "Sensitive", "Stage", "StreamHandler", "StreamNext",
+        "StreamQuery", "SyncNext", "SyncPathError", "SystemClock",
+        "TransactionBehavior", "TransientDatabaseError", "UnitOfWork",
+        "UnresolvableDependencyError", "ValidationBehavior", "ValidationError",
+        "Validator", "acting_as", "at_scope_exit", "authorize", "correlation_id",
+        "current_correlation_id", "current_principal", "is_transactional",
+        "register_behavior", "request_scope", "transactional",
     }  # fmt: skip
     for name in package.__all__:
         assert getattr(package, name) is not None
