@@ -206,7 +206,7 @@ def test_the_public_names_are_pinned_and_sorted() -> None:
         "HandlerNotFoundError", "LoggingAuditSink", "Mediator", "MediatorConfig",
         "MediatorError", "MediatorModule", "Next", "NotFoundError", "Notification",
         "NotificationHandler", "Policy", "Principal", "PrincipalProvider", "Query",
-        "QueryHandler", "REDACTED", "Request", "RequestHandler", "RequestScope",
+        "QueryHandler", "Request", "RequestHandler", "RequestScope",
         "ScopeError", "Sensitive", "Stage", "StreamHandler", "StreamNext",
         "StreamQuery", "SyncNext", "SyncPathError", "SystemClock",
         "TransactionBehavior", "TransientDatabaseError", "UnitOfWork",

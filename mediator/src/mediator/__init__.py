@@ -6,7 +6,6 @@ are built by `injector`.
 """
 
 from mediator._audit import (
-    REDACTED,
     AuditBehavior,
     AuditRecord,
     AuditSink,
@@ -69,7 +68,6 @@ from mediator._transaction import (
 from mediator._validation import ValidationBehavior, Validator
 
 __all__ = [
-    "REDACTED",
     "AsyncUnitOfWork",
     "AuditBehavior",
     "AuditRecord",

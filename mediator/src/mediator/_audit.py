@@ -24,8 +24,7 @@ __all__ = [
     "Sensitive",
 ]
 
-REDACTED: Final = "[redacted]"
-"""What a sensitive field's value becomes in an audit record."""
+REDACTED: Final = "[redacted]"  # what a sensitive field's value becomes in a record
 
 
 class Sensitive:
@@ -55,7 +54,7 @@ class AuditRecord:
         duration: Seconds from entering the chain to leaving it, all attempts.
         principal: The principal's id, or None when anonymous.
         correlation_id: From `correlation_id`, or None.
-        fields: The request's fields, sensitive ones replaced by `REDACTED`.
+        fields: The request's fields, sensitive ones replaced by ``"[redacted]"``.
     """
 
     request_type: str
