@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.postgres import postgres_url
+
+__all__ = ["postgres_url"]
+
 
 @pytest.fixture
 def anyio_backend() -> str:

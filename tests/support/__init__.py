@@ -1,0 +1,1 @@
+"""Test infrastructure shared across the test packages."""
