@@ -32,7 +32,7 @@ _MARK = "__mediator_transactional__"
 _ACTIVE = object()  # key of the running unit of work in the request scope
 
 
-def transactional(cls: C) -> C:
+def transactional(cls: C | None = None, /) -> C:
     """Run every attempt of this request in its own unit of work.
 
     A bare class decorator, inherited by subclasses. The handler's writes are
@@ -49,7 +49,7 @@ def transactional(cls: C) -> C:
         ... class PlaceOrder(Command[int]):
         ...     sku: str
     """
-    if not isinstance(cast(object, cls), type):
+    if cls is None or not isinstance(cast(object, cls), type):
         raise TypeError(
             "@transactional is a bare class decorator: write @transactional above "
             f"a Command or Query class, not @transactional(...); got {cls!r}"
@@ -167,9 +167,9 @@ class TransactionBehavior:
             return await next()
         if self._async is None:
             unit = self._sync_unit(request)
-            unit.begin()
             scope[_ACTIVE] = unit
             try:
+                unit.begin()
                 result = await next()
                 unit.commit()
             except BaseException as error:
@@ -182,9 +182,9 @@ class TransactionBehavior:
                 del scope[_ACTIVE]
             return result
         async_unit = self._async()
-        await async_unit.begin()
         scope[_ACTIVE] = async_unit
         try:
+            await async_unit.begin()
             result = await next()
             await async_unit.commit()
         except BaseException as error:
@@ -203,9 +203,9 @@ class TransactionBehavior:
         if _ACTIVE in scope:
             return next()
         unit = self._sync_unit(request)
-        unit.begin()
         scope[_ACTIVE] = unit
         try:
+            unit.begin()
             result = next()
             unit.commit()
         except BaseException as error:

@@ -142,7 +142,13 @@ class Wiring:
         init = cls.__init__
         if init is object.__init__:
             return Factory(cls, scoped=False)
-        wanted = get_bindings(init)
+        try:
+            wanted = get_bindings(init)
+        except Exception as error:  # e.g. annotations naming what is not importable
+            raise UnresolvableDependencyError(
+                f"{context}: {' -> '.join(path)} cannot be built by the injector "
+                f"({type(error).__qualname__}: {error}); bind it in a Module"
+            ) from error
         missing = [
             name
             for name, parameter in list(inspect.signature(init).parameters.items())[1:]

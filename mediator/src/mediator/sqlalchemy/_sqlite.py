@@ -12,6 +12,8 @@ __all__ = ["IMMEDIATE", "prepare_sqlite"]
 IMMEDIATE = "mediator_sqlite_immediate"
 """Execution option a unit of work sets to begin with ``BEGIN IMMEDIATE``."""
 
+_CONFIGURED = "mediator_sqlite_configured"
+
 
 def prepare_sqlite(engine: Engine | AsyncEngine) -> None:
     """Make a SQLite engine safe for concurrent writers; idempotent.
@@ -35,7 +37,23 @@ def prepare_sqlite(engine: Engine | AsyncEngine) -> None:
     event.listen(sync_engine, "begin", _on_begin)
 
 
-def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+def _on_connect(dbapi_connection: Any, record: Any) -> None:
+    _configure(dbapi_connection)
+    record.info[_CONFIGURED] = True
+
+
+def _on_begin(connection: Connection) -> None:
+    pooled = connection.connection
+    if not pooled.info.get(_CONFIGURED):
+        # Opened before the engine was prepared (e.g. by create_all): configure
+        # it now, before its first transaction under our control.
+        _configure(pooled.dbapi_connection)
+        pooled.info[_CONFIGURED] = True
+    immediate = connection.get_execution_options().get(IMMEDIATE, False)
+    connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+def _configure(dbapi_connection: Any) -> None:
     # Stop the driver from emitting its own BEGIN, so that _on_begin decides.
     dbapi_connection.isolation_level = None
     cursor = dbapi_connection.cursor()
@@ -44,8 +62,3 @@ def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         cursor.execute("PRAGMA foreign_keys=ON")
     finally:
         cursor.close()
-
-
-def _on_begin(connection: Connection) -> None:
-    immediate = connection.get_execution_options().get(IMMEDIATE, False)
-    connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
