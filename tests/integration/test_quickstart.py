@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -33,15 +34,46 @@ EXPECTED = """\
    [log] PlaceOrder: start
    [log] PlaceOrder: failed with BusinessRuleError
    refused (BusinessRuleError): only 0 x plum in stock, 1 ordered
+6. a @transactional command writing to SQLite: ReceiveDelivery
+   [log] ReceiveDelivery: start
+   wrote delivery 1 with 2 line(s), not committed yet
+   [log] ReceiveDelivery: done
+   [log] GetDeliveries: start
+   [log] GetDeliveries: done
+   committed: delivery 1 from Orchard Ltd: 12 x apple, 6 x pear
+7. ReceiveDelivery failing after it wrote: the write is rolled back
+   [log] ReceiveDelivery: start
+   wrote delivery 2 with 2 line(s), not committed yet
+   [log] ReceiveDelivery: failed with NotFoundError
+   refused (NotFoundError): no product 'durian'
+   [log] GetDeliveries: start
+   [log] GetDeliveries: done
+   deliveries in the database: 1
+   delivery 1 from Orchard Ltd: 12 x apple, 6 x pear
+8. an admin-only query: GetSalesReport
+   [log] GetSalesReport: start
+   [log] GetSalesReport: failed with ForbiddenError
+   bob is refused (ForbiddenError): GetSalesReport refused: requires one of the \
+roles ['admin']
+   [log] GetSalesReport: start
+   [log] GetSalesReport: done
+   carol, an admin, reads: 1 order(s), 3.10 in revenue
 """
 
 
-def run_quickstart(cwd: Path) -> subprocess.CompletedProcess[str]:
+def run_quickstart(
+    cwd: Path, temporary: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     # sys.executable is the interpreter running the tests: the workspace venv.
     # -W error: a warning in the demo is a failure, as in the test suite.
+    # TMPDIR (when given) is where the demo's temporary SQLite database goes.
+    env = dict(os.environ)
+    if temporary is not None:
+        env["TMPDIR"] = str(temporary)
     return subprocess.run(
         [sys.executable, "-W", "error", str(MAIN)],
         cwd=cwd,
+        env=env,
         capture_output=True,
         text=True,
         timeout=30,
@@ -56,3 +88,12 @@ def test_quickstart_prints_every_step(where: str, tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
     assert result.stdout.splitlines() == EXPECTED.splitlines()
+
+
+def test_quickstart_removes_its_database(tmp_path: Path) -> None:
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    result = run_quickstart(tmp_path, temporary)
+    assert result.returncode == 0, result.stderr
+    assert list(temporary.iterdir()) == []
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["tmp"]

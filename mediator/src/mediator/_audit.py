@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Final, Protocol, runtime_checkable
+from typing import (
+    Annotated,
+    Any,
+    ClassVar,
+    Final,
+    Protocol,
+    get_args,
+    get_origin,
+    runtime_checkable,
+)
 
 from injector import inject
 from pydantic import BaseModel, SecretBytes, SecretStr
@@ -168,6 +178,9 @@ class AuditBehavior:
         try:
             async for item in next():
                 yield item
+        except GeneratorExit:
+            outcome = "closed"  # the consumer stopped early: not a failure
+            raise
         except BaseException as error:
             outcome = type(error).__qualname__
             raise
@@ -190,17 +203,36 @@ class AuditBehavior:
 
 def redacted_fields(model: BaseModel) -> dict[str, Any]:
     """The model's fields, recursively, with sensitive values replaced."""
-    fields = type(model).model_fields
+    sensitive = _sensitive_fields(type(model))
     result: dict[str, Any] = {}
-    for name, info in fields.items():
+    for name in type(model).model_fields:
         value = getattr(model, name)
-        if any(isinstance(m, Sensitive) for m in info.metadata) or isinstance(
-            value, SecretStr | SecretBytes
-        ):
+        if name in sensitive or isinstance(value, SecretStr | SecretBytes):
             result[name] = REDACTED
         else:
             result[name] = _redacted_value(value)
     return result
+
+
+@functools.cache
+def _sensitive_fields(model: type[BaseModel]) -> frozenset[str]:
+    # Marked anywhere in the annotation: `Annotated[str, Sensitive()] | None` and
+    # `list[Annotated[str, Sensitive()]]` keep the marker inside the type.
+    return frozenset(
+        name
+        for name, info in model.model_fields.items()
+        if any(isinstance(m, Sensitive) for m in info.metadata)
+        or _marked(info.annotation)
+    )
+
+
+def _marked(annotation: object) -> bool:
+    metadata: tuple[object, ...] = getattr(annotation, "__metadata__", ())
+    if get_origin(annotation) is Annotated and any(
+        isinstance(m, Sensitive) for m in metadata
+    ):
+        return True
+    return any(_marked(argument) for argument in get_args(annotation))
 
 
 def _redacted_value(value: Any) -> Any:

@@ -76,6 +76,11 @@ def authorize(
         ... class RefundOrder(Command[None]):
         ...     order_id: int
     """
+    if isinstance(roles, str):
+        raise TypeError(
+            f"authorize(roles=...) takes a list of role names, not the string "
+            f"{roles!r}: write roles=[{roles!r}]"
+        )
     role_set = frozenset(roles)
     policy_tuple = tuple(policies)
     if not role_set and not policy_tuple:
@@ -112,7 +117,9 @@ def requirements_of(request_type: type[Any]) -> tuple[Requirement, ...]:
     )
 
 
-_Rule = tuple[frozenset[str], list[tuple[str, bool, Callable[[], Policy[Any]]]]]
+_Rule = tuple[
+    frozenset[str], list[tuple[type[Policy[Any]], bool, Callable[[], Policy[Any]]]]
+]
 
 
 class AuthorizationBehavior:
@@ -140,7 +147,7 @@ class AuthorizationBehavior:
                 requirement.roles,
                 [
                     (
-                        policy.__qualname__,
+                        policy,
                         inspect.iscoroutinefunction(policy.allows),
                         self._wiring.factory(
                             policy,
@@ -160,12 +167,12 @@ class AuthorizationBehavior:
         principal = self._principal_for(request)
         for roles, policies in self._rules[type(request)]:
             _check_roles(request, principal, roles)
-            for name, is_async, make in policies:
+            for policy, is_async, make in policies:
                 verdict = make().allows(principal, request)
                 if is_async:
                     verdict = await cast("Awaitable[bool]", verdict)
                 if not verdict:
-                    _deny(request, f"policy {name} refused")
+                    _deny(request, f"policy {policy.__qualname__} refused")
         return await next()
 
     def handle_sync(self, request: Any, next: SyncNext[Any]) -> Any:
@@ -173,14 +180,15 @@ class AuthorizationBehavior:
         principal = self._principal_for(request)
         for roles, policies in self._rules[type(request)]:
             _check_roles(request, principal, roles)
-            for name, is_async, make in policies:
+            for policy, is_async, make in policies:
                 if is_async:
                     raise SyncPathError(
-                        f"policy {name} is async, so send_sync cannot run it: await "
+                        f"policy {policy.__qualname__} (module {policy.__module__}) "
+                        "is async, so send_sync cannot run it: await "
                         "mediator.send(...) instead, or make allows() a plain def"
                     )
                 if not make().allows(principal, request):
-                    _deny(request, f"policy {name} refused")
+                    _deny(request, f"policy {policy.__qualname__} refused")
         return next()
 
     def _principal_for(self, request: Any) -> Principal:

@@ -54,6 +54,11 @@ def validated_type(cls: type[Any]) -> type[Any]:
     Raises:
         TypeError: `cls` names no concrete `Request` subclass.
     """
+    if not (isinstance(cast(object, cls), type) and Validator in cls.__mro__):
+        raise TypeError(
+            f"{cls!r} is not a Validator subclass: "
+            "derive it from Validator[YourRequest]"
+        )
     found = first_type_argument(cls, (Validator,))
     if not is_request_type(found):
         raise TypeError(
@@ -148,7 +153,9 @@ def _model_errors(request: Request[Any]) -> list[FieldError]:
     # A request built with model_construct(), or from a subclass that skipped
     # validation, has not been through pydantic: run it again, field by field.
     try:
-        type(request).__pydantic_validator__.validate_python(dict(request))
+        type(request).__pydantic_validator__.validate_python(
+            dict(request), by_alias=False, by_name=True
+        )
     except pydantic.ValidationError as error:
         return field_errors(error)
     return []

@@ -1,0 +1,1 @@
+"""A feature package with validators beside its handler, for `register_from`."""
