@@ -268,3 +268,33 @@ def test_wheel_holds_only_its_own_package(
         f"the {member.distribution} wheel ships {sorted(tops)}"
     )
     assert f"{member.import_name}/py.typed" in names, "no py.typed in the wheel"
+
+
+def test_mediator_with_its_sqlalchemy_extra_imports_every_module(
+    uv: Path, wheels: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The extra's own module (`mediator.sqlalchemy`) imports once the extra is in,
+    and still nothing forbidden comes along."""
+    home = tmp_path_factory.mktemp("mediator-sqlalchemy")
+    venv = home / "venv"
+    run(uv, "venv", "--python", sys.executable, venv, cwd=home)
+    python = _venv_python(venv)
+    run(
+        uv,
+        "pip",
+        "install",
+        "--python",
+        python,
+        f"{wheels['mediator']}[sqlalchemy]",
+        cwd=home,
+    )
+    output = run(python, "-I", "-W", "error", PROBE, "mediator", cwd=home)
+    report = ProbeReport.from_json(json.loads(output))
+
+    assert not report.failed, sorted(report.failed)
+    assert not report.skipped, report.skipped
+    assert "mediator.sqlalchemy" in report.imported
+    forbidden = (
+        FORBIDDEN_IMPORTS["mediator"] - {"sqlalchemy"}
+    ) & report.loaded_top_levels
+    assert not forbidden, sorted(forbidden)
