@@ -1,30 +1,47 @@
 """The quickstart: a command, a query, a notification and a stream through the mediator.
 
-Run it with ``make demo`` (or ``python samples/quickstart/main.py``). Python puts
-this file's directory first on ``sys.path``, so the ``shop`` package next to it
-imports from wherever you start it.
+Then a transaction in SQLite, committed and rolled back, and a request that
+only an admin may send. Run it with ``make demo`` (or ``python
+samples/quickstart/main.py``). Python puts this file's directory first on
+``sys.path``, so the ``shop`` package next to it imports from wherever you
+start it. The SQLite database is a temporary file, removed at the end.
 """
 
 import asyncio
 import logging
 import sys
+import tempfile
+from pathlib import Path
 
 from injector import Injector
+from sqlalchemy import Engine, create_engine
 
 import shop
-from mediator import DomainError, Mediator, MediatorModule
+from mediator import (
+    DomainError,
+    ForbiddenError,
+    Mediator,
+    MediatorModule,
+    Principal,
+    acting_as,
+)
+from mediator.sqlalchemy import SqlAlchemyModule
 from shop.behaviors import LoggingBehavior
-from shop.commands import PlaceOrder
-from shop.model import OrderLine
+from shop.commands import PlaceOrder, ReceiveDelivery
+from shop.model import Delivery, OrderLine
 from shop.notifications import OrderPlaced
-from shop.queries import GetOrder, OrderLines
+from shop.queries import GetDeliveries, GetOrder, GetSalesReport, OrderLines
+from shop.tables import Base
 
 
-def build_mediator() -> Mediator:
+def build_mediator(engine: Engine) -> Mediator:
     """Register every handler in `shop`, add one behavior, and build the mediator.
 
-    Building it checks every handler and behavior: a duplicate handler or a
-    dependency injector cannot build fails here, not at the first send.
+    `use_defaults()` installs the built-in behaviors (audit, validation,
+    authorization, transaction) and orders the chain by stage; `SqlAlchemyModule`
+    gives handlers a `Session` on `engine` and makes `@transactional` real.
+    Building the mediator checks every handler and behavior: a duplicate handler
+    or a dependency injector cannot build fails here, not at the first send.
     """
     injector = Injector(
         [
@@ -32,14 +49,20 @@ def build_mediator() -> Mediator:
                 lambda m: (
                     m.register_from(shop).add_behavior(LoggingBehavior).use_defaults()
                 )
-            )
+            ),
+            SqlAlchemyModule(engine=engine),
         ]
     )
     return injector.get(Mediator)
 
 
-async def main() -> None:
-    mediator = build_mediator()
+def describe(delivery: Delivery) -> str:
+    """One line for a delivery: its number, supplier and lines."""
+    items = ", ".join(f"{line.quantity} x {line.sku}" for line in delivery.lines)
+    return f"delivery {delivery.id} from {delivery.supplier}: {items}"
+
+
+async def main(mediator: Mediator) -> None:
 
     print("1. send a command: PlaceOrder")
     order_id = await mediator.send(
@@ -77,8 +100,67 @@ async def main() -> None:
     except DomainError as error:
         print(f"   refused ({type(error).__name__}): {error}")
 
+    print("6. a @transactional command writing to SQLite: ReceiveDelivery")
+    await mediator.send(
+        ReceiveDelivery(
+            supplier="Orchard Ltd",
+            lines=(
+                OrderLine(sku="apple", quantity=12),
+                OrderLine(sku="pear", quantity=6),
+            ),
+        )
+    )
+    for delivery in await mediator.send(GetDeliveries()):
+        print(f"   committed: {describe(delivery)}")
+
+    print("7. ReceiveDelivery failing after it wrote: the write is rolled back")
+    try:
+        await mediator.send(
+            ReceiveDelivery(
+                supplier="Tropical Imports",
+                lines=(
+                    OrderLine(sku="plum", quantity=4),
+                    OrderLine(sku="durian", quantity=1),
+                ),
+            )
+        )
+    except DomainError as error:
+        print(f"   refused ({type(error).__name__}): {error}")
+    deliveries = await mediator.send(GetDeliveries())
+    print(f"   deliveries in the database: {len(deliveries)}")
+    for delivery in deliveries:
+        print(f"   {describe(delivery)}")
+
+    print("8. an admin-only query: GetSalesReport")
+    # A web host would set the principal once per inbound request, in middleware.
+    with acting_as(Principal("bob", roles=frozenset({"customer"}))):
+        try:
+            await mediator.send(GetSalesReport())
+        except ForbiddenError as error:
+            print(f"   bob is refused ({type(error).__name__}): {error}")
+    with acting_as(Principal("carol", roles=frozenset({"admin"}))):
+        report = await mediator.send(GetSalesReport())
+        print(
+            f"   carol, an admin, reads: {report.orders} order(s), "
+            f"{report.revenue} in revenue"
+        )
+
+
+def run() -> None:
+    """Run the steps against a SQLite database in a temporary file."""
+    with tempfile.TemporaryDirectory() as directory:
+        engine = create_engine(f"sqlite:///{Path(directory) / 'shop.db'}")
+        try:
+            # Built before the tables are: SqlAlchemyModule prepares the engine
+            # (WAL, foreign keys, BEGIN IMMEDIATE) for the connections made after.
+            mediator = build_mediator(engine)
+            Base.metadata.create_all(engine)
+            asyncio.run(main(mediator))
+        finally:
+            engine.dispose()
+
 
 if __name__ == "__main__":
     logging.basicConfig(format="   [log] %(message)s", stream=sys.stdout)
     logging.getLogger("shop").setLevel(logging.INFO)
-    asyncio.run(main())
+    run()

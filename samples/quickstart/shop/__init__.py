@@ -2,4 +2,5 @@
 
 Requests and notifications live in `commands`, `queries` and `notifications`,
 their handlers in the `handlers` subpackage, which `register_from` searches too.
+Orders are kept in memory (`services`); deliveries in SQLite (`tables`).
 """

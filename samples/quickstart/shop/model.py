@@ -38,3 +38,22 @@ class PricedLine(BaseModel):
     def amount(self) -> Decimal:
         """The price of the whole line."""
         return self.unit_price * self.quantity
+
+
+class Delivery(BaseModel):
+    """A delivery received from a supplier, as stored."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: int
+    supplier: str
+    lines: tuple[OrderLine, ...]
+
+
+class SalesReport(BaseModel):
+    """The sales so far."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    orders: int
+    revenue: Decimal

@@ -1,7 +1,7 @@
 """Requests that read the shop."""
 
-from mediator import Query, StreamQuery
-from shop.model import Order, PricedLine
+from mediator import Query, StreamQuery, authorize
+from shop.model import Delivery, Order, PricedLine, SalesReport
 
 
 class GetOrder(Query[Order]):
@@ -14,3 +14,12 @@ class OrderLines(StreamQuery[PricedLine]):
     """The lines of one order with their prices, one at a time."""
 
     order_id: int
+
+
+class GetDeliveries(Query[tuple[Delivery, ...]]):
+    """Every delivery in the database, oldest first."""
+
+
+@authorize(roles=["admin"])
+class GetSalesReport(Query[SalesReport]):
+    """The sales figures: only for admins."""

@@ -1,8 +1,10 @@
 """What the handlers depend on, built by injector.
 
-`Database` and `Catalog` are singletons. `UnitOfWork` is request-scoped: every
-service that asks for it during one send gets the same instance, so the stock
-reservations and the new order are committed together.
+`Database`, `Catalog` and `SalesLedger` are singletons. `UnitOfWork` is
+request-scoped: every service that asks for it during one send gets the same
+instance, so the stock reservations and the new order are committed together.
+(The deliveries are kept in SQLite instead, through the SQLAlchemy session that
+`mediator.sqlalchemy` provides: see `shop.handlers.deliveries`.)
 """
 
 import itertools
@@ -50,6 +52,15 @@ class Catalog:
             return PRICES[sku]
         except KeyError:
             raise NotFoundError(f"no product {sku!r}") from None
+
+
+@singleton
+class SalesLedger:
+    """Running sales figures."""
+
+    def __init__(self) -> None:
+        self.orders = 0
+        self.revenue = Decimal(0)
 
 
 _unit_of_work_ids = itertools.count(1)

@@ -43,7 +43,8 @@ def translate_error(error: BaseException) -> BaseException:
     if not isinstance(error, exc.DBAPIError):
         return error
     original = error.orig
-    state = getattr(original, "sqlstate", None)
+    # psycopg 3 names it `sqlstate`, psycopg2 `pgcode`.
+    state = getattr(original, "sqlstate", None) or getattr(original, "pgcode", None)
     if isinstance(state, str):
         if state in (_UNIQUE_VIOLATION, _FOREIGN_KEY_VIOLATION):
             kind = "unique" if state == _UNIQUE_VIOLATION else "foreign key"

@@ -1,20 +1,10 @@
 """Two handlers of `OrderPlaced`: `publish` delivers to both, in this order."""
 
-from decimal import Decimal
-
-from injector import inject, singleton
+from injector import inject
 
 from mediator import NotificationHandler
 from shop.notifications import OrderPlaced
-
-
-@singleton
-class SalesLedger:
-    """Running sales figures."""
-
-    def __init__(self) -> None:
-        self.orders = 0
-        self.revenue = Decimal(0)
+from shop.services import SalesLedger
 
 
 class SendConfirmation(NotificationHandler[OrderPlaced]):
