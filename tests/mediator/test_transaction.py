@@ -346,3 +346,19 @@ async def test_eight_concurrent_async_writers_never_hit_a_locked_database(
         assert total == 200
     finally:
         await engine.dispose()
+
+
+async def test_the_async_path_runs_a_sync_unit_of_work_when_no_async_one_is_bound(
+    engine: sa.Engine,
+) -> None:
+    mediator = make_mediator(engine)
+
+    await mediator.send(OpenAccount(email="kept@example.org"))
+    with pytest.raises(Boom):
+        await mediator.send(
+            OpenAccount(email="lost@example.org", fail_after_write=True)
+        )
+    with pytest.raises(ConflictError):
+        await mediator.send(OpenAccount(email="kept@example.org"))
+
+    assert rows(engine, Account) == 1

@@ -165,34 +165,22 @@ class TransactionBehavior:
         scope = _scope(request)
         if _ACTIVE in scope:
             return await next()
-        if self._async is None:
-            unit = self._sync_unit(request)
-            scope[_ACTIVE] = unit
-            try:
-                unit.begin()
-                result = await next()
-                unit.commit()
-            except BaseException as error:
-                try:
-                    unit.rollback()
-                except Exception as failure:
-                    _note_rollback_failure(error, failure)
-                _raise_final(unit, error)
-            finally:
-                del scope[_ACTIVE]
-            return result
-        async_unit = self._async()
-        scope[_ACTIVE] = async_unit
+        unit = (
+            self._async()
+            if self._async is not None
+            else _Awaitable(self._sync_unit(request))
+        )
+        scope[_ACTIVE] = unit
         try:
-            await async_unit.begin()
+            await unit.begin()
             result = await next()
-            await async_unit.commit()
+            await unit.commit()
         except BaseException as error:
             try:
-                await async_unit.rollback()
+                await unit.rollback()
             except Exception as failure:
                 _note_rollback_failure(error, failure)
-            _raise_final(async_unit, error)
+            _raise_final(unit, error)
         finally:
             del scope[_ACTIVE]
         return result
@@ -226,6 +214,25 @@ class TransactionBehavior:
                 "mediator.send(...) instead, or bind a sync UnitOfWork too"
             )
         return self._sync()
+
+
+class _Awaitable:
+    """A sync `UnitOfWork` used on the async path (no async one is bound)."""
+
+    def __init__(self, unit: UnitOfWork) -> None:
+        self._unit = unit
+
+    async def begin(self) -> None:
+        self._unit.begin()
+
+    async def commit(self) -> None:
+        self._unit.commit()
+
+    async def rollback(self) -> None:
+        self._unit.rollback()
+
+    def translate_error(self, error: BaseException) -> BaseException:
+        return self._unit.translate_error(error)
 
 
 def _scope(request: Any) -> ScopeState:
