@@ -1,0 +1,54 @@
+"""`@retryable`: the opt-in marker, and nothing else."""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar, cast
+
+from mediator import Request
+
+__all__ = ["is_retryable", "retryable"]
+
+C = TypeVar("C", bound=type[Any])
+
+_MARK = "__mediator_retryable__"
+_USAGE = (
+    "@retryable is a bare class decorator: write @retryable (no parentheses) above "
+    "an idempotent Command or Query class; retry options belong to "
+    "ResilienceMediatorOptions"
+)
+
+
+def retryable(cls: C | None = None, /, *args: object, **kwargs: object) -> C:
+    """Let `RetryBehavior` retry this request's transient failures. Inherited.
+
+    Mark only idempotent requests: the framework cannot tell a price lookup
+    from a card charge, and a retried charge is a second charge.
+
+    Raises:
+        TypeError: Used with arguments (``@retryable(...)``), or on something
+            that is not a request class; the message says how to use it.
+
+    Example:
+        >>> from decimal import Decimal
+        >>> from mediator import Query
+        >>> @retryable
+        ... class GetPrice(Query[Decimal]):
+        ...     sku: str
+        >>> is_retryable(GetPrice)
+        True
+    """
+    target = cast(object, cls)
+    if args or kwargs or not isinstance(target, type):
+        raise TypeError(f"{_USAGE}; got {target!r}")
+    if Request not in target.__mro__:
+        raise TypeError(f"{_USAGE}; {target.__qualname__} is not a request class")
+    setattr(target, _MARK, True)
+    return cast(C, target)
+
+
+def is_retryable(request_or_type: object) -> bool:
+    """Whether a request, or a request class, is marked `@retryable`."""
+    cls = (
+        request_or_type if isinstance(request_or_type, type) else type(request_or_type)
+    )
+    return bool(getattr(cls, _MARK, False))

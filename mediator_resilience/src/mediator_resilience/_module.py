@@ -1,0 +1,81 @@
+"""`ResilienceMediatorModule`: adds `RetryBehavior` to the mediator's chain."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from injector import Binder, Module
+
+from mediator import ConfigurationError, register_behavior
+from mediator_resilience._behavior import RetryBehavior
+from mediator_resilience._clock import Clock, SystemClock
+from mediator_resilience._events import RetryListener
+from mediator_resilience._options import ResilienceMediatorOptions
+
+__all__ = ["ResilienceMediatorModule"]
+
+
+class ResilienceMediatorModule(Module):
+    """Registers the process's one mediator retry pipeline.
+
+    Add it beside `MediatorModule`; under `use_defaults()` the retry behavior
+    lands between authorization and the transaction whatever the module order.
+
+    Args:
+        options: The options; when given, `config` is not read.
+        config: The whole configuration mapping; its ``resilience.mediator``
+            section and ``RESILIENCE__MEDIATOR__...`` environment variables give
+            the options. Used when `options` is None (defaults otherwise).
+        clock: Where waits happen; `SystemClock` by default, `FakeClock` in tests.
+        rng: The random source for jitter.
+        listeners: Called with a `RetryEvent` before every wait.
+
+    Raises:
+        pydantic.ValidationError: An invalid option, named, on this call.
+        TypeError: `options` is not a `ResilienceMediatorOptions`.
+
+    Example:
+        >>> from injector import Injector
+        >>> from mediator import Mediator, MediatorModule
+        >>> injector = Injector([
+        ...     MediatorModule(lambda m: m.register_from("app").use_defaults()),
+        ...     ResilienceMediatorModule(config={"resilience": {"mediator": {}}}),
+        ... ])  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        options: ResilienceMediatorOptions | None = None,
+        config: Mapping[str, Any] | None = None,
+        *,
+        clock: Clock | None = None,
+        rng: random.Random | None = None,
+        listeners: Sequence[RetryListener] = (),
+    ) -> None:
+        if options is None:
+            options = ResilienceMediatorOptions.from_config(config)
+        elif not isinstance(options, ResilienceMediatorOptions):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise TypeError(
+                "options must be a ResilienceMediatorOptions, "
+                f"got {type(options).__qualname__}"
+            )
+        self.options = options
+        self._behavior = RetryBehavior(
+            options, clock or SystemClock(), rng or random.Random(), listeners
+        )
+
+    def configure(self, binder: Binder) -> None:
+        """Bind the options (once per injector) and add the behavior.
+
+        Raises:
+            ConfigurationError: A second retry pipeline in the same injector.
+        """
+        if binder.has_binding_for(ResilienceMediatorOptions):
+            raise ConfigurationError(
+                "a mediator retry pipeline is already registered: there is one per "
+                "process, so install ResilienceMediatorModule once"
+            )
+        binder.bind(ResilienceMediatorOptions, to=self.options)
+        register_behavior(binder, self._behavior)

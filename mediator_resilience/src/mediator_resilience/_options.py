@@ -1,0 +1,124 @@
+"""`ResilienceMediatorOptions`: the one retry policy of the process's mediator."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from datetime import timedelta
+from typing import Any, ClassVar, Final, Self, cast
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from mediator_resilience._durations import Duration
+from mediator_resilience._transient import is_transient_failure
+
+__all__ = [
+    "DEFAULT_BASE_DELAY",
+    "DEFAULT_MAX_DELAY",
+    "DEFAULT_MAX_RETRY_ATTEMPTS",
+    "ENVIRONMENT_PREFIX",
+    "ResilienceMediatorOptions",
+]
+
+DEFAULT_MAX_RETRY_ATTEMPTS: Final = 3
+DEFAULT_BASE_DELAY: Final = timedelta(milliseconds=200)
+DEFAULT_MAX_DELAY: Final = timedelta(seconds=30)
+ENVIRONMENT_PREFIX: Final = "RESILIENCE__MEDIATOR__"
+
+
+class ResilienceMediatorOptions(BaseModel):
+    """How `RetryBehavior` retries a `@retryable` request.
+
+    The delay before retry n (n = 1, 2, ...) is ``base_delay * 2**(n-1)``, capped
+    by `max_delay`, and with `use_jitter` scaled by a random factor in [0.5, 1).
+
+    Attributes:
+        max_retry_attempts: Attempts after the first; 0 turns retry off. Default 3.
+        base_delay: The delay before the first retry. Default 200 ms.
+        max_delay: The cap on any one delay. Default 30 s.
+        use_jitter: Spread the delays so that callers do not retry in step.
+        should_retry: Whether a failure is worth another attempt. Default
+            `is_transient_failure`. Cancellation is never retried, whatever it
+            answers.
+        should_retry_result: Optional: whether a returned response is a soft
+            failure worth another attempt. It shares the attempt budget; when
+            the budget is spent, the last response is returned.
+
+    Durations accept a `timedelta`, a number of seconds, ``"200ms"``, ``"2s"``
+    or ISO 8601 (``"PT0.2S"``).
+
+    Raises:
+        pydantic.ValidationError: On construction, naming every invalid field.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+    SECTION: ClassVar[str] = "resilience.mediator"
+
+    max_retry_attempts: int = Field(
+        default=DEFAULT_MAX_RETRY_ATTEMPTS, ge=0, strict=False
+    )
+    base_delay: Duration = DEFAULT_BASE_DELAY
+    max_delay: Duration = DEFAULT_MAX_DELAY
+    use_jitter: bool = True
+    should_retry: Callable[[BaseException], bool] = is_transient_failure
+    should_retry_result: Callable[[Any], bool] | None = None
+
+    def delay_before(self, retry: int, jitter: float = 1.0) -> float:
+        """Seconds to wait before retry number `retry` (1-based).
+
+        `jitter` is the random factor in [0.5, 1) when `use_jitter` is set; it
+        is ignored otherwise.
+        """
+        exponential = self.base_delay.total_seconds() * 2.0 ** (retry - 1)
+        capped = min(exponential, self.max_delay.total_seconds())
+        return capped * jitter if self.use_jitter else capped
+
+    @classmethod
+    def from_config(
+        cls,
+        config: Mapping[str, Any] | None = None,
+        *,
+        environ: Mapping[str, str] | None = None,
+    ) -> Self:
+        """Read the options from the configuration section and the environment.
+
+        Args:
+            config: The whole configuration, as nested mappings read from TOML,
+                JSON or YAML; the section is ``config["resilience"]["mediator"]``.
+                Missing sections mean defaults.
+            environ: Overrides named ``RESILIENCE__MEDIATOR__<FIELD>`` (any case);
+                `os.environ` when not given.
+
+        Raises:
+            pydantic.ValidationError: An unknown key or an invalid value, named.
+            TypeError: A section that is not a mapping.
+
+        Example:
+            >>> ResilienceMediatorOptions.from_config(
+            ...     {"resilience": {"mediator": {"base_delay": "50ms"}}},
+            ...     environ={"RESILIENCE__MEDIATOR__MAX_RETRY_ATTEMPTS": "5"},
+            ... ).max_retry_attempts
+            5
+        """
+        values: dict[str, Any] = dict(_section(config or {}, cls.SECTION))
+        environment = os.environ if environ is None else environ
+        for name, value in environment.items():
+            if name.upper().startswith(ENVIRONMENT_PREFIX):
+                values[name[len(ENVIRONMENT_PREFIX) :].lower()] = value
+        return cls.model_validate(values)
+
+
+def _section(config: Mapping[str, Any], dotted: str) -> Mapping[str, Any]:
+    found: object = config
+    path: list[str] = []
+    for part in dotted.split("."):
+        path.append(part)
+        if not isinstance(found, Mapping):
+            raise TypeError(
+                f"configuration section {'.'.join(path[:-1])!r} is not a mapping"
+            )
+        found = cast("Mapping[str, object]", found).get(part, {})
+    if not isinstance(found, Mapping):
+        raise TypeError(f"configuration section {dotted!r} is not a mapping")
+    return cast("Mapping[str, Any]", found)
