@@ -50,6 +50,7 @@ $(BENCH_VENV)/.synced: $(UV) benchmarks/requirements.txt $(MEMBERS)
 
 bench: $(BENCH_VENV)/.synced
 	$(BENCH_VENV)/bin/python benchmarks/mediator_dispatch.py
+	$(BENCH_VENV)/bin/python benchmarks/mediator_retry.py
 
 docs: venv
 	$(BIN)/mkdocs build --strict --site-dir site

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from injector import inject
 from tenacity import (
     AsyncRetrying,
     RetryCallState,
@@ -24,9 +25,18 @@ from mediator_resilience._marker import is_retryable
 from mediator_resilience._options import ResilienceMediatorOptions
 from mediator_resilience._transient import is_cancellation
 
-__all__ = ["RetryBehavior"]
+__all__ = ["RetryBehavior", "RetryTools"]
 
 _log = logging.getLogger("mediator_resilience")
+
+
+@dataclass(frozen=True, slots=True)
+class RetryTools:
+    """What the behavior waits on, draws jitter from, and reports to."""
+
+    clock: Clock
+    rng: random.Random
+    listeners: tuple[RetryListener, ...] = ()
 
 
 class RetryBehavior:
@@ -47,17 +57,12 @@ class RetryBehavior:
 
     stage: ClassVar[Stage] = Stage.RETRY
 
-    def __init__(
-        self,
-        options: ResilienceMediatorOptions,
-        clock: Clock,
-        rng: random.Random,
-        listeners: Sequence[RetryListener] = (),
-    ) -> None:
+    @inject
+    def __init__(self, options: ResilienceMediatorOptions, tools: RetryTools) -> None:
         self._options = options
-        self._clock = clock
-        self._rng = rng
-        self._listeners = tuple(listeners)
+        self._clock = tools.clock
+        self._rng = tools.rng
+        self._listeners = tools.listeners
         self._predicate = options.should_retry
         self._result_predicate = options.should_retry_result
 

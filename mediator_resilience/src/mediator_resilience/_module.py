@@ -9,7 +9,7 @@ from typing import Any
 from injector import Binder, Module
 
 from mediator import ConfigurationError, register_behavior
-from mediator_resilience._behavior import RetryBehavior
+from mediator_resilience._behavior import RetryBehavior, RetryTools
 from mediator_resilience._clock import Clock, SystemClock
 from mediator_resilience._events import RetryListener
 from mediator_resilience._options import ResilienceMediatorOptions
@@ -62,8 +62,8 @@ class ResilienceMediatorModule(Module):
                 f"got {type(options).__qualname__}"
             )
         self.options = options
-        self._behavior = RetryBehavior(
-            options, clock or SystemClock(), rng or random.Random(), listeners
+        self._tools = RetryTools(
+            clock or SystemClock(), rng or random.Random(), tuple(listeners)
         )
 
     def configure(self, binder: Binder) -> None:
@@ -78,4 +78,7 @@ class ResilienceMediatorModule(Module):
                 "process, so install ResilienceMediatorModule once"
             )
         binder.bind(ResilienceMediatorOptions, to=self.options)
-        register_behavior(binder, self._behavior)
+        binder.bind(RetryTools, to=self._tools)
+        # The class, built by the injector from plain instances: the mediator can
+        # see it reaches no request-scoped service, so no send opens a scope for it.
+        register_behavior(binder, RetryBehavior)
