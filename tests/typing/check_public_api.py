@@ -18,6 +18,7 @@ from mediator import (
     StreamHandler,
     StreamQuery,
 )
+from mediator_resilience import retryable
 
 
 class GetPrice(Query[Decimal]):
@@ -54,3 +55,13 @@ async def typed_sends(mediator: Mediator) -> None:
     assert_type(mediator.send_sync(PlaceOrder(sku="A", quantity=2)), int)
     async for sku in mediator.stream(ListSkus(prefix="A")):
         assert_type(sku, str)
+
+
+@retryable
+class GetStock(Query[int]):
+    sku: str
+
+
+async def typed_retryable(mediator: Mediator) -> None:
+    assert_type(GetStock, type[GetStock])  # the marker keeps the class as it is
+    assert_type(await mediator.send(GetStock(sku="A")), int)
