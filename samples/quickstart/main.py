@@ -1,7 +1,8 @@
 """The quickstart: a command, a query, a notification and a stream through the mediator.
 
-Then a transaction in SQLite, committed and rolled back, and a request that
-only an admin may send. Run it with ``make demo`` (or ``python
+Then a transaction in SQLite, committed and rolled back, a request that only an
+admin may send, and two `@retryable` requests recovering from a flaky service.
+Run it with ``make demo`` (or ``python
 samples/quickstart/main.py``). Python puts this file's directory first on
 ``sys.path``, so the ``shop`` package next to it imports from wherever you
 start it. The SQLite database is a temporary file, removed at the end.
@@ -11,6 +12,7 @@ import asyncio
 import logging
 import sys
 import tempfile
+from datetime import timedelta
 from pathlib import Path
 
 from injector import Injector
@@ -26,12 +28,26 @@ from mediator import (
     acting_as,
 )
 from mediator.sqlalchemy import SqlAlchemyModule
+from mediator_resilience import ResilienceMediatorModule, ResilienceMediatorOptions
 from shop.behaviors import LoggingBehavior
-from shop.commands import PlaceOrder, ReceiveDelivery
+from shop.commands import PlaceOrder, ReceiveDelivery, RecordStocktake
 from shop.model import Delivery, OrderLine
 from shop.notifications import OrderPlaced
-from shop.queries import GetDeliveries, GetOrder, GetSalesReport, OrderLines
+from shop.queries import (
+    GetDeliveries,
+    GetMarketPrice,
+    GetOrder,
+    GetSalesReport,
+    GetStocktakes,
+    OrderLines,
+)
 from shop.tables import Base
+
+# Retry waits 10 ms, then 20 ms, without jitter, so that the demo is quick and
+# prints the same every time. The defaults: 200 ms, doubling, with jitter.
+RETRY = ResilienceMediatorOptions(
+    base_delay=timedelta(milliseconds=10), use_jitter=False
+)
 
 
 def build_mediator(engine: Engine) -> Mediator:
@@ -39,7 +55,9 @@ def build_mediator(engine: Engine) -> Mediator:
 
     `use_defaults()` installs the built-in behaviors (audit, validation,
     authorization, transaction) and orders the chain by stage; `SqlAlchemyModule`
-    gives handlers a `Session` on `engine` and makes `@transactional` real.
+    gives handlers a `Session` on `engine` and makes `@transactional` real;
+    `ResilienceMediatorModule` adds retry, between authorization and the
+    transaction, for the requests marked `@retryable`.
     Building the mediator checks every handler and behavior: a duplicate handler
     or a dependency injector cannot build fails here, not at the first send.
     """
@@ -51,6 +69,7 @@ def build_mediator(engine: Engine) -> Mediator:
                 )
             ),
             SqlAlchemyModule(engine=engine),
+            ResilienceMediatorModule(RETRY),
         ]
     )
     return injector.get(Mediator)
@@ -143,6 +162,24 @@ async def main(mediator: Mediator) -> None:
         print(
             f"   carol, an admin, reads: {report.orders} order(s), "
             f"{report.revenue} in revenue"
+        )
+
+    # Each retry is logged as a warning by mediator_resilience: the request
+    # type, the attempt that failed and why, never the request's fields.
+    print("9. a @retryable query, the price feed failing twice: GetMarketPrice")
+    price = await mediator.send(GetMarketPrice(sku="apple"))
+    print(f"   market price of apple: {price}")
+
+    # Its failed attempts wrote a row each, and each was rolled back.
+    print("10. a @retryable @transactional command: RecordStocktake")
+    stocktake_id = await mediator.send(RecordStocktake(sku="apple", counted=12))
+    print(f"   recorded stocktake {stocktake_id}")
+    stocktakes = await mediator.send(GetStocktakes())
+    print(f"   stocktakes in the database: {len(stocktakes)}")
+    for stocktake in stocktakes:
+        print(
+            f"   stocktake {stocktake.id}: {stocktake.counted} x {stocktake.sku}, "
+            f"worth {stocktake.value}"
         )
 
 

@@ -58,6 +58,25 @@ roles ['admin']
    [log] GetSalesReport: start
    [log] GetSalesReport: done
    carol, an admin, reads: 1 order(s), 3.10 in revenue
+9. a @retryable query, the price feed failing twice: GetMarketPrice
+   [log] GetMarketPrice: start
+   [log] retrying GetMarketPrice: attempt 1 failed (ConnectionError), next in 10 ms
+   [log] retrying GetMarketPrice: attempt 2 failed (ConnectionError), next in 20 ms
+   [log] GetMarketPrice: done
+   market price of apple: 0.55
+10. a @retryable @transactional command: RecordStocktake
+   [log] RecordStocktake: start
+   wrote stocktake 1 (12 x apple), not committed yet
+   [log] retrying RecordStocktake: attempt 1 failed (ConnectionError), next in 10 ms
+   wrote stocktake 1 (12 x apple), not committed yet
+   [log] retrying RecordStocktake: attempt 2 failed (ConnectionError), next in 20 ms
+   wrote stocktake 1 (12 x apple), not committed yet
+   [log] RecordStocktake: done
+   recorded stocktake 1
+   [log] GetStocktakes: start
+   [log] GetStocktakes: done
+   stocktakes in the database: 1
+   stocktake 1: 12 x apple, worth 6.60
 """
 
 

@@ -30,7 +30,7 @@ def test_the_marker_is_bare_inherited_and_asked_of_classes_or_instances() -> Non
 
 
 def test_arguments_are_a_type_error_that_says_how_to_use_it() -> None:
-    with pytest.raises(TypeError, match="bare class decorator: write @retryable"):
+    with pytest.raises(TypeError, match=r"called with arguments \(max_attempts=5\)"):
         retryable(max_attempts=5)
     with pytest.raises(TypeError, match="bare class decorator"):
         retryable()

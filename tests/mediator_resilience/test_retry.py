@@ -372,3 +372,21 @@ def test_the_default_predicate() -> None:
     assert not is_transient_failure(ConflictError())
     assert not is_transient_failure(asyncio.CancelledError())
     assert not is_transient_failure(KeyboardInterrupt())
+
+
+async def test_exhaustion_announces_only_the_retries_that_happen() -> None:
+    events: list[RetryEvent] = []
+    clock = FakeClock()
+    Script.steps = [ConnectionError("always")]
+
+    with pytest.raises(ConnectionError):
+        await build(clock, listeners=(events.append,)).send(GetQuote())
+
+    assert [(e.attempt, e.delay) for e in events] == [(1, 0.2), (2, 0.4), (3, 0.8)]
+    assert clock.sleeps == pytest.approx([0.2, 0.4, 0.8])
+
+
+def test_a_huge_attempt_number_does_not_overflow() -> None:
+    options = ResilienceMediatorOptions(max_retry_attempts=5000)
+
+    assert options.delay_before(5000) == options.max_delay.total_seconds()

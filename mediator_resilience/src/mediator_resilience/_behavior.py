@@ -119,7 +119,13 @@ class RetryBehavior:
         if self._result_predicate is not None:
             retry = retry | retry_if_result(self._result_predicate)
 
+        last = self._options.max_retry_attempts
+
         def wait(state: RetryCallState) -> float:
+            # tenacity asks for the wait before it checks whether to stop: the
+            # last attempt gets no wait and announces no retry.
+            if state.attempt_number >= last:
+                return 0.0
             return self._announce(request, state.attempt_number + 1, _failure(state))
 
         return {

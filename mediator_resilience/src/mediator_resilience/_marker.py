@@ -38,7 +38,11 @@ def retryable(cls: C | None = None, /, *args: object, **kwargs: object) -> C:
         True
     """
     target = cast(object, cls)
-    if args or kwargs or not isinstance(target, type):
+    if args or kwargs or target is None:
+        given = [repr(a) for a in (target, *args) if a is not None]
+        given += [f"{k}={v!r}" for k, v in kwargs.items()]
+        raise TypeError(f"{_USAGE}; it was called with arguments ({', '.join(given)})")
+    if not isinstance(target, type):
         raise TypeError(f"{_USAGE}; got {target!r}")
     if Request not in target.__mro__:
         raise TypeError(f"{_USAGE}; {target.__qualname__} is not a request class")

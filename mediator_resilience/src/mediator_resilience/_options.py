@@ -70,7 +70,9 @@ class ResilienceMediatorOptions(BaseModel):
         `jitter` is the random factor in [0.5, 1) when `use_jitter` is set; it
         is ignored otherwise.
         """
-        exponential = self.base_delay.total_seconds() * 2.0 ** (retry - 1)
+        # The exponent is capped so that a huge attempt count cannot overflow;
+        # the cap on the delay applies long before.
+        exponential = self.base_delay.total_seconds() * 2.0 ** min(retry - 1, 1023)
         capped = min(exponential, self.max_delay.total_seconds())
         return capped * jitter if self.use_jitter else capped
 

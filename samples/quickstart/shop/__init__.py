@@ -2,5 +2,7 @@
 
 Requests and notifications live in `commands`, `queries` and `notifications`,
 their handlers in the `handlers` subpackage, which `register_from` searches too.
-Orders are kept in memory (`services`); deliveries in SQLite (`tables`).
+Orders are kept in memory (`services`); deliveries and stocktakes in SQLite
+(`tables`). Market prices come from `services.PriceFeed`, which fails two
+calls out of three, for the requests marked `@retryable`.
 """

@@ -3,6 +3,7 @@
 from pydantic import Field
 
 from mediator import Command, transactional
+from mediator_resilience import retryable
 from shop.model import OrderLine
 
 
@@ -23,3 +24,17 @@ class ReceiveDelivery(Command[int]):
 
     supplier: str
     lines: tuple[OrderLine, ...] = Field(min_length=1)
+
+
+@retryable
+@transactional
+class RecordStocktake(Command[int]):
+    """Record a stock count, valued at the market price; the response is its number.
+
+    `@retryable` is safe here: everything the handler changes is in the
+    transaction, which a failed attempt rolls back, and the price feed is only
+    read. A command that sent an email or charged a card would not be.
+    """
+
+    sku: str
+    counted: int = Field(ge=0)

@@ -57,3 +57,14 @@ class SalesReport(BaseModel):
 
     orders: int
     revenue: Decimal
+
+
+class Stocktake(BaseModel):
+    """A stock count, as stored."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: int
+    sku: str
+    counted: int
+    value: Decimal

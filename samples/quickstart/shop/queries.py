@@ -1,7 +1,10 @@
 """Requests that read the shop."""
 
+from decimal import Decimal
+
 from mediator import Query, StreamQuery, authorize
-from shop.model import Delivery, Order, PricedLine, SalesReport
+from mediator_resilience import retryable
+from shop.model import Delivery, Order, PricedLine, SalesReport, Stocktake
 
 
 class GetOrder(Query[Order]):
@@ -23,3 +26,18 @@ class GetDeliveries(Query[tuple[Delivery, ...]]):
 @authorize(roles=["admin"])
 class GetSalesReport(Query[SalesReport]):
     """The sales figures: only for admins."""
+
+
+@retryable
+class GetMarketPrice(Query[Decimal]):
+    """The market price of one unit of a product, from the flaky `PriceFeed`.
+
+    `@retryable`: reading a price twice does no harm, so a failed attempt may be
+    sent again.
+    """
+
+    sku: str
+
+
+class GetStocktakes(Query[tuple[Stocktake, ...]]):
+    """Every stocktake in the database, oldest first."""

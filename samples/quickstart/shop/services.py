@@ -1,6 +1,6 @@
 """What the handlers depend on, built by injector.
 
-`Database`, `Catalog` and `SalesLedger` are singletons. `UnitOfWork` is
+`Database`, `Catalog`, `PriceFeed` and `SalesLedger` are singletons. `UnitOfWork` is
 request-scoped: every service that asks for it during one send gets the same
 instance, so the stock reservations and the new order are committed together.
 (The deliveries are kept in SQLite instead, through the SQLAlchemy session that
@@ -37,6 +37,12 @@ PRICES: Mapping[str, Decimal] = {
     "plum": Decimal("0.40"),
 }
 
+MARKET_PRICES: Mapping[str, Decimal] = {
+    "apple": Decimal("0.55"),
+    "pear": Decimal("0.35"),
+    "plum": Decimal("0.30"),
+}
+
 
 @singleton
 class Catalog:
@@ -52,6 +58,32 @@ class Catalog:
             return PRICES[sku]
         except KeyError:
             raise NotFoundError(f"no product {sku!r}") from None
+
+
+@singleton
+class PriceFeed:
+    """The wholesale market's current prices, over an unreliable network.
+
+    Of every three calls, the first two fail with `ConnectionError`, so a
+    `@retryable` request that calls it once per attempt succeeds on its third.
+    """
+
+    def __init__(self) -> None:
+        self._calls = itertools.count(1)
+
+    def price(self, sku: str) -> Decimal:
+        """The market price of one unit of `sku`.
+
+        Raises:
+            ConnectionError: The feed did not answer (two calls out of three).
+            NotFoundError: The market does not trade `sku`.
+        """
+        if next(self._calls) % 3 != 0:
+            raise ConnectionError("the market price feed did not answer")
+        try:
+            return MARKET_PRICES[sku]
+        except KeyError:
+            raise NotFoundError(f"no market price for {sku!r}") from None
 
 
 @singleton

@@ -1,4 +1,4 @@
-"""The deliveries' tables in SQLite, mapped with SQLAlchemy.
+"""The deliveries' and stocktakes' tables in SQLite, mapped with SQLAlchemy.
 
 `main.py` creates them with ``Base.metadata.create_all``; handlers write them
 through the request's `Session`, and the unit of work commits.
@@ -31,3 +31,15 @@ class DeliveryLineRow(Base):
     delivery_id: Mapped[int] = mapped_column(ForeignKey("deliveries.id"))
     sku: Mapped[str]
     quantity: Mapped[int]
+
+
+class StocktakeRow(Base):
+    """A stock count of one product, valued at the market price."""
+
+    __tablename__ = "stocktakes"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    sku: Mapped[str]
+    counted: Mapped[int]
+    # Money in cents: SQLite has no decimal type.
+    value_cents: Mapped[int] = mapped_column(default=0)
