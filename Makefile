@@ -27,6 +27,7 @@ venv: $(VENV)/.synced
 
 demo: venv
 	$(BIN)/python samples/quickstart/main.py
+	$(BIN)/python samples/stream_retry/main.py
 
 test: venv
 	$(BIN)/python -m pytest --cov --cov-report=term $(PYTEST_ARGS)
@@ -51,6 +52,7 @@ $(BENCH_VENV)/.synced: $(UV) benchmarks/requirements.txt $(MEMBERS)
 bench: $(BENCH_VENV)/.synced
 	$(BENCH_VENV)/bin/python benchmarks/mediator_dispatch.py
 	$(BENCH_VENV)/bin/python benchmarks/mediator_retry.py
+	$(BENCH_VENV)/bin/python benchmarks/stream_retry.py
 
 docs: venv
 	$(BIN)/mkdocs build --strict --site-dir site

@@ -1,0 +1,357 @@
+"""`resumable_bytes`: an httpx response body that continues where it broke.
+
+On a break the body is asked for again with `Range: bytes=N-` and `If-Range`,
+N being the bytes already passed on; a `206` whose `Content-Range` starts at N
+is stitched on. Built on the stream retry loop, counting bytes, not chunks.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncGenerator, Generator
+from typing import Final
+
+import httpx
+
+from http_resilience._stream_decision import StreamRetryContext, StreamRetryDecision
+from http_resilience._stream_options import PartialStreamPolicy, StreamRetryOptions
+from http_resilience._stream_retry import check_options, retry_stream, retry_stream_sync
+
+__all__ = ["resumable_bytes", "resumable_bytes_sync"]
+
+_CONTENT_RANGE: Final = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)", re.IGNORECASE)
+_OK: Final = 200
+_PARTIAL_CONTENT: Final = 206
+_RANGE_NOT_SATISFIABLE: Final = 416
+
+
+class _Download:
+    """What one download knows across its attempts; decides, does no I/O.
+
+    `base` is how many bytes the consumer had received when the body now being
+    read started: 0, or more after a restart under `RESTART_FROM_START`. The
+    offset asked for is `items_yielded - base`.
+    """
+
+    __slots__ = (
+        "base",
+        "last_failure",
+        "length",
+        "refused",
+        "request",
+        "restart",
+        "validator",
+    )
+
+    def __init__(self, request: httpx.Request, *, restart: bool) -> None:
+        self.request = request
+        self.restart = restart
+        self.base = 0
+        self.validator: str | None = None
+        self.length: int | None = None
+        self.last_failure: Exception | None = None
+        self.refused: BaseException | None = None
+
+    def should_retry(self, failure: Exception) -> bool:
+        """False for the failure re-raised because the body could not be resumed."""
+        return failure is not self.refused
+
+    def prepare(self, items_yielded: int) -> httpx.Request | None:
+        """The request for this attempt; None when every byte is already out.
+
+        Raises:
+            Exception: The last break, when resuming is impossible and the
+                policy is `RETHROW_MID_STREAM`.
+        """
+        offset = items_yielded - self.base
+        if offset == 0:
+            return self.request
+        if self.length is not None and offset >= self.length:
+            return None
+        if self.validator is None:
+            return self._cannot_stitch(
+                items_yielded, "the first response had no strong ETag or Last-Modified"
+            )
+        headers = self.request.headers.copy()
+        headers["Range"] = f"bytes={offset}-"
+        headers["If-Range"] = self.validator
+        return httpx.Request(
+            self.request.method,
+            self.request.url,
+            headers=headers,
+            extensions=self.request.extensions,
+        )
+
+    def accept(self, response: httpx.Response, items_yielded: int) -> bool:
+        """Whether to pass `response`'s body on; False: ask again from byte 0.
+
+        Raises:
+            httpx.HTTPStatusError: For a status that is not a success (and not
+                416 on a resume); classified like any other failure.
+            Exception: The last break, when the body cannot be stitched and the
+                policy is `RETHROW_MID_STREAM`.
+        """
+        offset = items_yielded - self.base
+        status = response.status_code
+        if offset == 0:
+            response.raise_for_status()
+            self._learn(response)
+            return True
+        if status == _PARTIAL_CONTENT:
+            problem = self._partial_problem(response, offset)
+            if problem is None:
+                return True
+        elif status == _OK:
+            problem = "the server sent the whole body (200) instead of the range"
+            if self.restart:
+                self.base = items_yielded
+                self._learn(response)
+                return True
+        elif status == _RANGE_NOT_SATISFIABLE:
+            problem = "the server could not satisfy the range (416)"
+        else:
+            response.raise_for_status()
+            problem = f"the server answered {status} to a range request"
+        self._cannot_stitch(items_yielded, problem)
+        return False
+
+    def _partial_problem(self, response: httpx.Response, offset: int) -> str | None:
+        found = _CONTENT_RANGE.fullmatch(
+            response.headers.get("Content-Range", "").strip()
+        )
+        if found is None:
+            return "the 206 response had no readable Content-Range"
+        start, end, total = int(found[1]), int(found[2]), found[3]
+        if start != offset:
+            return f"the 206 response did not start at byte {offset}"
+        if self.length is not None and total != "*" and int(total) != self.length:
+            return "the body's length changed"
+        # A range that stops short of the end, or a body shorter than its range,
+        # would end the download cleanly with bytes missing.
+        if total != "*" and end != int(total) - 1:
+            return "the 206 response stopped short of the end"
+        length = response.headers.get("Content-Length")
+        if length is not None and length != str(end - start + 1):
+            return "the 206 response's Content-Length did not match its range"
+        etag = response.headers.get("ETag")
+        # Only an ETag is compared: a 206 need not repeat Last-Modified.
+        resumed_by_etag = self.validator is not None and self.validator.startswith('"')
+        if resumed_by_etag and etag is not None and etag != self.validator:
+            return "the body's ETag changed"
+        return None
+
+    def _cannot_stitch(self, items_yielded: int, problem: str) -> httpx.Request:
+        if not self.restart:
+            # A resume always follows a failure; the fallback only keeps the type.
+            failure = self.last_failure or RuntimeError(problem)
+            offset = items_yielded - self.base
+            failure.add_note(
+                f"resumable_bytes could not resume at byte {offset}: {problem}; "
+                "RESTART_FROM_START would start the body over"
+            )
+            self.refused = failure
+            raise failure
+        self.base = items_yielded
+        self.validator = None
+        self.length = None
+        return self.request
+
+    def _learn(self, response: httpx.Response) -> None:
+        etag = response.headers.get("ETag")
+        # If-Range takes a strong validator only (RFC 9110, 13.1.5).
+        if etag is not None and etag.startswith('"'):
+            self.validator = etag
+        else:
+            self.validator = response.headers.get("Last-Modified")
+        length = response.headers.get("Content-Length", "")
+        self.length = int(length) if length.isdigit() else None
+
+
+def _build_request(
+    client: httpx.Client | httpx.AsyncClient, request: object, name: str
+) -> httpx.Request:
+    if isinstance(request, httpx.Request):
+        built = request
+    elif isinstance(request, httpx.URL | str):
+        built = client.build_request(
+            "GET", request, headers={"Accept-Encoding": "identity"}
+        )
+    else:
+        raise TypeError(
+            f"{name}() needs an httpx.Request, an httpx.URL or a str, "
+            f"got {type(request).__name__}"
+        )
+    if built.method != "GET":
+        raise ValueError(f"{name}() resumes GET requests only, got {built.method}")
+    if "Range" in built.headers:
+        raise ValueError(f"{name}() sets Range itself; the request already has one")
+    return built
+
+
+def _check_client(client: object, kind: type[object], name: str) -> None:
+    if not isinstance(client, kind):
+        raise TypeError(
+            f"{name}() needs an httpx.{kind.__name__}, got {type(client).__name__}"
+        )
+
+
+def _download_and_decision(
+    client: httpx.Client | httpx.AsyncClient,
+    request: object,
+    options: object,
+    name: str,
+) -> tuple[_Download, StreamRetryDecision, StreamRetryOptions]:
+    checked = check_options(options, name)
+    download = _Download(
+        _build_request(client, request, name),
+        restart=checked.partial_stream_policy is PartialStreamPolicy.RESTART_FROM_START,
+    )
+    user_should_retry = checked.should_retry
+
+    def should_retry(failure: Exception) -> bool:
+        return download.should_retry(failure) and user_should_retry(failure)
+
+    # Resuming yields no byte twice, so the loop may retry mid-stream whatever
+    # the policy; the user's policy decides only what an unresumable break does.
+    decision = StreamRetryDecision(
+        checked,
+        partial_stream_policy=PartialStreamPolicy.RESTART_FROM_START,
+        should_retry=should_retry,
+    )
+    return download, decision, checked
+
+
+def resumable_bytes(
+    client: httpx.AsyncClient,
+    request: httpx.Request | httpx.URL | str,
+    options: StreamRetryOptions | None = None,
+    *,
+    chunk_size: int | None = None,
+) -> AsyncGenerator[bytes, None]:
+    """Stream a response body, resuming with `Range` where it broke.
+
+    The first attempt sends `request`. When the body breaks (an
+    `httpx.TransportError` such as `RemoteProtocolError` or `ReadError` as the
+    server closes the connection), it is asked for again with
+    `Range: bytes=N-`, N being the bytes already yielded, and `If-Range` with
+    the first response's strong ETag, else its Last-Modified. A `206` whose
+    `Content-Range` starts at N is passed on from there: the consumer sees one
+    unbroken body.
+
+    When the bytes cannot be stitched (a plain `200`, which is also how a
+    server answers a changed validator, a `416`, a `206` from elsewhere, or no
+    validator to resume against), `partial_stream_policy` decides:
+    `RETHROW_MID_STREAM` (default) re-raises the break, with a note saying
+    why; `RESTART_FROM_START` starts the body over, and the consumer then
+    receives bytes again from byte 0 of the new body.
+
+    Each break uses one of `max_retry_attempts` (for the whole download); a
+    failing status raises `httpx.HTTPStatusError`, which the default
+    `should_retry` retries too. Bytes are yielded as sent (`iter_raw`): given a
+    URL, `Accept-Encoding: identity` is asked, so that is the body itself.
+    Every response is closed on every path.
+
+    Args:
+        client: Sends every attempt; its redirects, auth and timeouts apply.
+        request: A GET `httpx.Request` without `Range`, or a URL to GET.
+        options: How to retry; default `StreamRetryOptions()`.
+        chunk_size: Bytes per chunk yielded; default as the server sends them.
+
+    Returns:
+        An async generator of the body's bytes, in chunks.
+
+    Raises:
+        TypeError: At the call, for a wrong type of `request` or `options`.
+        ValueError: At the call, for a method other than GET, or a request
+            that already has a `Range` header.
+        httpx.HTTPError: When iterated, the failure that ended the download.
+
+    Example:
+        >>> async def save(client: httpx.AsyncClient, url: str, path: str) -> None:
+        ...     with open(path, "wb") as file:
+        ...         async for chunk in resumable_bytes(client, url):
+        ...             file.write(chunk)
+    """
+    _check_client(client, httpx.AsyncClient, "resumable_bytes")
+    download, decision, checked = _download_and_decision(
+        client, request, options, "resumable_bytes"
+    )
+
+    async def attempt(context: StreamRetryContext) -> AsyncGenerator[bytes, None]:
+        try:
+            sent = download.prepare(context.items_yielded)
+            if sent is None:
+                return
+            response = await client.send(sent, stream=True)
+            try:
+                if not download.accept(response, context.items_yielded):
+                    await response.aclose()
+                    response = await client.send(download.request, stream=True)
+                    download.accept(response, context.items_yielded)
+                async for chunk in response.aiter_raw(chunk_size):
+                    yield chunk
+            finally:
+                await response.aclose()
+        except Exception as exc:
+            download.last_failure = exc
+            raise
+
+    return retry_stream(attempt, decision, checked.clock, len)
+
+
+def resumable_bytes_sync(
+    client: httpx.Client,
+    request: httpx.Request | httpx.URL | str,
+    options: StreamRetryOptions | None = None,
+    *,
+    chunk_size: int | None = None,
+) -> Generator[bytes, None, None]:
+    """The synchronous twin of `resumable_bytes`, on an `httpx.Client`.
+
+    The same rules; the backoff blocks on `options.clock.sleep_sync`.
+
+    Args:
+        client: Sends every attempt.
+        request: A GET `httpx.Request` without `Range`, or a URL to GET.
+        options: How to retry; default `StreamRetryOptions()`.
+        chunk_size: Bytes per chunk yielded; default as the server sends them.
+
+    Returns:
+        A generator of the body's bytes, in chunks.
+
+    Raises:
+        TypeError: At the call, for a wrong type of `request` or `options`.
+        ValueError: At the call, for a method other than GET, or a request
+            that already has a `Range` header.
+        httpx.HTTPError: When iterated, the failure that ended the download.
+
+    Example:
+        >>> def save(client: httpx.Client, url: str, path: str) -> None:
+        ...     with open(path, "wb") as file:
+        ...         for chunk in resumable_bytes_sync(client, url):
+        ...             file.write(chunk)
+    """
+    _check_client(client, httpx.Client, "resumable_bytes_sync")
+    download, decision, checked = _download_and_decision(
+        client, request, options, "resumable_bytes_sync"
+    )
+
+    def attempt(context: StreamRetryContext) -> Generator[bytes, None, None]:
+        try:
+            sent = download.prepare(context.items_yielded)
+            if sent is None:
+                return
+            response = client.send(sent, stream=True)
+            try:
+                if not download.accept(response, context.items_yielded):
+                    response.close()
+                    response = client.send(download.request, stream=True)
+                    download.accept(response, context.items_yielded)
+                yield from response.iter_raw(chunk_size)
+            finally:
+                response.close()
+        except Exception as exc:
+            download.last_failure = exc
+            raise
+
+    return retry_stream_sync(attempt, decision, checked.clock, len)

@@ -1,0 +1,28 @@
+"""The examples in the docstrings of `http_resilience` run and say what they show."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+import pkgutil
+
+import pytest
+
+import http_resilience
+
+MODULES = sorted(
+    info.name
+    for info in pkgutil.walk_packages(http_resilience.__path__, "http_resilience.")
+)
+
+
+def test_every_module_is_collected() -> None:
+    assert "http_resilience._stream_retry" in MODULES
+    assert "http_resilience.testing" in MODULES
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples(name: str) -> None:
+    module = importlib.import_module(name)
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+    assert result.failed == 0
