@@ -1,0 +1,99 @@
+"""Events the HTTP pipeline reports: one frozen dataclass per kind, to listeners.
+
+No event carries header values, bodies, URL userinfo or query strings: the
+request is described by its client name, method, and normalised host only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal, TypeAlias
+
+__all__ = [
+    "AttemptEvent",
+    "BreakerEvent",
+    "HttpEvent",
+    "HttpEventListener",
+    "RejectionEvent",
+    "RetryEvent",
+    "TimeoutEvent",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptEvent:
+    """One physical attempt ended.
+
+    Attributes:
+        client: The client's name.
+        method: The HTTP method.
+        host: ``scheme://host:port``, normalised; no path, query or userinfo.
+        attempt: 1 for the first attempt of the logical call.
+        outcome: The status code as a string ("200", "503"), or the failure's
+            type name ("ConnectError", "AttemptTimeoutError").
+        duration: Seconds the attempt took.
+    """
+
+    client: str
+    method: str
+    host: str
+    attempt: int
+    outcome: str
+    duration: float
+
+
+@dataclass(frozen=True, slots=True)
+class RetryEvent:
+    """A retry is about to wait.
+
+    Attributes:
+        attempt: The attempt that failed.
+        delay: Seconds before the next attempt.
+        reason: The status code as a string, or the failure's type name.
+    """
+
+    client: str
+    method: str
+    host: str
+    attempt: int
+    delay: float
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class BreakerEvent:
+    """A host's circuit breaker changed state."""
+
+    client: str
+    host: str
+    previous: Literal["closed", "open", "half_open"]
+    current: Literal["closed", "open", "half_open"]
+
+
+@dataclass(frozen=True, slots=True)
+class RejectionEvent:
+    """A request refused before sending: by an open breaker or the limiter."""
+
+    client: str
+    method: str
+    host: str
+    reason: Literal["circuit_open", "concurrency_limit", "quota"]
+
+
+@dataclass(frozen=True, slots=True)
+class TimeoutEvent:
+    """An attempt or the whole call timed out."""
+
+    client: str
+    method: str
+    host: str
+    kind: Literal["attempt", "total"]
+    after: float
+
+
+HttpEvent: TypeAlias = (
+    AttemptEvent | RetryEvent | BreakerEvent | RejectionEvent | TimeoutEvent
+)
+HttpEventListener: TypeAlias = Callable[[HttpEvent], None]
+"""Called with every event, synchronously; it must be quick and must not raise."""
