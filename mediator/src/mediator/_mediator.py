@@ -17,22 +17,23 @@ from mediator._errors import (
     UnresolvableDependencyError,
 )
 from mediator._handlers import HandlerInfo, HandlerKind
+from mediator._publish import (
+    NotificationTarget,
+    PublishRoute,
+    SyncPublishRoute,
+    publish_route,
+    sync_publish_route,
+)
 from mediator._requests import Notification, Request, StreamQuery
 from mediator._routes import (
     AsyncRoute,
     BehaviorInfo,
-    NotificationTarget,
-    PublishRoute,
-    StreamRoute,
-    SyncPublishRoute,
     SyncRoute,
     async_route,
-    publish_route,
-    stream_route,
-    sync_publish_route,
     sync_route,
 )
 from mediator._stage import Stage
+from mediator._streams import StreamRoute, stream_route
 from mediator._wiring import Factory, Wiring
 
 __all__ = ["Mediator", "Settings", "build_mediator"]
