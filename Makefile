@@ -53,6 +53,7 @@ bench: $(BENCH_VENV)/.synced
 	$(BENCH_VENV)/bin/python benchmarks/mediator_dispatch.py
 	$(BENCH_VENV)/bin/python benchmarks/mediator_retry.py
 	$(BENCH_VENV)/bin/python benchmarks/stream_retry.py
+	$(BENCH_VENV)/bin/python benchmarks/http_overhead.py
 
 docs: venv
 	$(BIN)/mkdocs build --strict --site-dir site

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.fault_server import fault_server
 from tests.support.postgres import postgres_url
 
-__all__ = ["postgres_url"]
+__all__ = ["fault_server", "postgres_url"]
 
 
 @pytest.fixture

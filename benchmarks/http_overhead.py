@@ -1,0 +1,519 @@
+"""What a resilient client costs per request over bare httpx, and what it sends.
+
+Run by `make bench`. The script starts a small ASGI app under uvicorn on
+127.0.0.1, in a child process so the server does not share the client's GIL,
+and measures in one run, side by side:
+
+1. Per-request time, async and sync: bare httpx; httpx-retries'
+   `RetryTransport`; tenacity's `@retry` around the call; ours, the standard
+   pipeline with its defaults (the "ours" rows). On loopback, ours is built by
+   `http_resilience.create_async_client` / `create_client`; in process, where
+   `httpx.MockTransport` answers and no socket is touched, by wrapping the mock
+   in `AsyncResilientTransport` / `ResilientTransport`. Every row is one
+   long-lived client sending sequential GETs to a 200; the figure is us per
+   request, best of `REPEATS` runs taken round-robin over the rows, and the
+   difference from bare httpx of the same kind. A second bare client, measured
+   like the others, shows how far two identical rows land apart on loopback:
+   a difference below that is noise. Budget (DESIGN section 8): <= 10 us over
+   bare for the standard pipeline.
+2. Physical requests per logical call against an endpoint that always answers
+   503, counted by the server: ours (defaults but a 1 ms base delay, so the
+   table costs no time), httpx-retries with its defaults (no backoff), stamina
+   around httpx with its defaults (in stamina's test mode: no waits, its own
+   attempt count), and stamina around a client on httpx-retries. Budget: <= 4.
+
+Our rows are skipped with a note while `http_resilience` does not export what
+they use. This script only reports: it never fails on a timing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import logging
+import platform
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import uvicorn
+from tenacity import (
+    retry,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_exponential_jitter,
+)
+
+import http_resilience
+
+LOOPBACK_REQUESTS = 800
+IN_PROCESS_REQUESTS = 2_000
+REPEATS = 7
+WARM_UP = 200
+LOGICAL_CALLS = 3
+BUDGET_OVERHEAD_US = 10.0
+BUDGET_AMPLIFICATION = 4.0
+# A server left behind by a parent that died stops on its own after this long.
+SERVER_LIFETIME_S = 300
+SERVE_FLAG = "--serve"
+MOCK_URL = "http://bench.invalid/ok"
+
+Message = dict[str, Any]
+AsyncCall = Callable[[], Awaitable[httpx.Response]]
+SyncCall = Callable[[], httpx.Response]
+
+
+# --- the server (child process) ----------------------------------------------
+
+
+@dataclass
+class BenchApp:
+    """`/ok` 200; `/fail/KEY` 503, counted per key; `/hits/KEY` the count."""
+
+    hits: Counter[str] = field(default_factory=Counter[str])
+
+    async def __call__(
+        self,
+        scope: Message,
+        receive: Callable[[], Awaitable[Message]],
+        send: Callable[[Message], Awaitable[None]],
+    ) -> None:
+        if scope["type"] != "http":
+            return
+        path: str = scope["path"]
+        status, body = 404, b"no such route"
+        if path == "/ok":
+            status, body = 200, b"ok"
+        elif path.startswith("/fail/"):
+            self.hits[path.removeprefix("/fail/")] += 1
+            status, body = 503, b"unavailable"
+        elif path.startswith("/hits/"):
+            status, body = 200, str(self.hits[path.removeprefix("/hits/")]).encode()
+        headers = [
+            (b"content-type", b"text/plain"),
+            (b"content-length", str(len(body)).encode()),
+        ]
+        start = {"type": "http.response.start", "status": status}
+        await send({**start, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+def serve() -> None:
+    """Serve `BenchApp` until stdin closes, SIGTERM, or `SERVER_LIFETIME_S`."""
+    # IPPROTO_TCP, not the default 0: asyncio sets TCP_NODELAY only on sockets
+    # that say they are TCP; without it every answer after a connection's first
+    # waits ~40 ms (Nagle against delayed ACK), and that is all one would measure.
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(128)
+    config = uvicorn.Config(
+        BenchApp(),
+        http="h11",
+        ws="none",
+        lifespan="off",
+        loop="asyncio",
+        log_level="warning",
+        access_log=False,
+        timeout_keep_alive=SERVER_LIFETIME_S,
+    )
+    server = uvicorn.Server(config)
+
+    def stop() -> None:
+        server.should_exit = True
+
+    def stop_when_the_parent_goes() -> None:
+        sys.stdin.read()
+        stop()
+
+    threading.Thread(target=stop_when_the_parent_goes, daemon=True).start()
+    deadline = threading.Timer(SERVER_LIFETIME_S, stop)
+    deadline.daemon = True
+    deadline.start()
+    print(listener.getsockname()[1], flush=True)
+    server.run(sockets=[listener])
+
+
+@contextlib.contextmanager
+def local_server() -> Iterator[str]:
+    """Start the server in a child process; yield its base URL; stop it."""
+    child = subprocess.Popen(
+        [sys.executable, __file__, SERVE_FLAG],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdin is not None
+    assert child.stdout is not None
+    try:
+        port = child.stdout.readline().strip()
+        if not port.isdigit():
+            raise RuntimeError(f"the bench server did not start (printed {port!r})")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        child.stdin.close()
+        child.terminate()
+        try:
+            child.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait(timeout=10)
+        child.stdout.close()
+
+
+# --- the clients ---------------------------------------------------------------
+
+
+def ours(name: str) -> Any | None:
+    """`http_resilience.<name>`, or None while the package does not export it."""
+    return getattr(http_resilience, name, None)
+
+
+def not_yet(name: str) -> str:
+    return f"skipped: http_resilience does not export {name} yet"
+
+
+def ok(request: httpx.Request) -> httpx.Response:
+    return httpx.Response(200, content=b"ok")
+
+
+def retry_transport(inner: Any = None) -> Any:
+    from httpx_retries import RetryTransport
+
+    return RetryTransport(transport=inner)
+
+
+def tenacity_async(client: httpx.AsyncClient, url: str) -> AsyncCall:
+    @retry(
+        stop=stop_after_attempt(4),
+        wait=wait_exponential_jitter(multiplier=2),
+        retry=retry_if_exception_type(httpx.TransportError),
+        reraise=True,
+    )
+    async def get() -> httpx.Response:
+        return await client.get(url)
+
+    return get
+
+
+def tenacity_sync(client: httpx.Client, url: str) -> SyncCall:
+    @retry(
+        stop=stop_after_attempt(4),
+        wait=wait_exponential_jitter(multiplier=2),
+        retry=retry_if_exception_type(httpx.TransportError),
+        reraise=True,
+    )
+    def get() -> httpx.Response:
+        return client.get(url)
+
+    return get
+
+
+@dataclass
+class Row:
+    label: str
+    note: str = ""  # why it was skipped
+    best: float = float("inf")  # seconds per request
+
+    @property
+    def us(self) -> float:
+        return self.best * 1e6
+
+
+@dataclass
+class AsyncRow(Row):
+    call: AsyncCall | None = None
+
+
+@dataclass
+class SyncRow(Row):
+    call: SyncCall | None = None
+
+
+@dataclass
+class Section:
+    title: str
+    requests: int
+    rows: list[Row]
+
+
+async def async_rows(
+    stack: contextlib.AsyncExitStack, url: str, *, loopback: bool
+) -> list[AsyncRow]:
+    async def client(transport: Any = None) -> httpx.AsyncClient:
+        return await stack.enter_async_context(httpx.AsyncClient(transport=transport))
+
+    inner = None if loopback else httpx.MockTransport(ok)
+    bare = await client(inner)
+    peer = await client(retry_transport(inner))
+    rows = [
+        AsyncRow("bare httpx.AsyncClient", call=lambda: bare.get(url)),
+        AsyncRow("httpx-retries RetryTransport", call=lambda: peer.get(url)),
+        AsyncRow("tenacity @retry around the call", call=tenacity_async(bare, url)),
+    ]
+    if loopback:
+        again = await client()
+        rows.insert(1, AsyncRow("bare, a second client", call=lambda: again.get(url)))
+    name = "create_async_client" if loopback else "AsyncResilientTransport"
+    label = f"ours: {name}"
+    factory = ours(name)
+    if factory is None:
+        rows.append(AsyncRow(label, note=not_yet(name)))
+    else:
+        built = factory() if loopback else httpx.AsyncClient(transport=factory(inner))
+        resilient = await stack.enter_async_context(built)
+        rows.append(AsyncRow(label, call=lambda: resilient.get(url)))
+    return rows
+
+
+def sync_rows(
+    stack: contextlib.ExitStack, url: str, *, loopback: bool
+) -> list[SyncRow]:
+    def client(transport: Any = None) -> httpx.Client:
+        return stack.enter_context(httpx.Client(transport=transport))
+
+    inner = None if loopback else httpx.MockTransport(ok)
+    bare = client(inner)
+    peer = client(retry_transport(inner))
+    rows = [
+        SyncRow("bare httpx.Client", call=lambda: bare.get(url)),
+        SyncRow("httpx-retries RetryTransport", call=lambda: peer.get(url)),
+        SyncRow("tenacity @retry around the call", call=tenacity_sync(bare, url)),
+    ]
+    if loopback:
+        again = client()
+        rows.insert(1, SyncRow("bare, a second client", call=lambda: again.get(url)))
+    name = "create_client" if loopback else "ResilientTransport"
+    label = f"ours: {name}"
+    factory = ours(name)
+    if factory is None:
+        rows.append(SyncRow(label, note=not_yet(name)))
+    else:
+        built = factory() if loopback else httpx.Client(transport=factory(inner))
+        resilient = stack.enter_context(built)
+        rows.append(SyncRow(label, call=lambda: resilient.get(url)))
+    return rows
+
+
+# --- per-request time ----------------------------------------------------------
+
+
+async def measure_async(rows: list[AsyncRow], requests: int) -> None:
+    runnable = [(row, row.call) for row in rows if row.call is not None]
+    for row, call in runnable:
+        for _ in range(WARM_UP):
+            response = await call()
+            assert response.status_code == 200, (row.label, response.status_code)
+    for _ in range(REPEATS):
+        for row, call in runnable:
+            gc.collect()
+            started = time.perf_counter()
+            for _ in range(requests):
+                await call()
+            row.best = min(row.best, (time.perf_counter() - started) / requests)
+
+
+def measure_sync(rows: list[SyncRow], requests: int) -> None:
+    runnable = [(row, row.call) for row in rows if row.call is not None]
+    for row, call in runnable:
+        for _ in range(WARM_UP):
+            response = call()
+            assert response.status_code == 200, (row.label, response.status_code)
+    for _ in range(REPEATS):
+        for row, call in runnable:
+            gc.collect()
+            started = time.perf_counter()
+            for _ in range(requests):
+                call()
+            row.best = min(row.best, (time.perf_counter() - started) / requests)
+
+
+def report_time(sections: list[Section]) -> None:
+    print(
+        f"HTTP per-request time, us (best of {REPEATS}; "
+        f"Python {platform.python_version()}, httpx {httpx.__version__})"
+    )
+    print(f"{'path':<46} {'us/req':>8} {'over bare':>10} {'budget':>8}  verdict")
+    for section in sections:
+        print(f"{section.title} ({section.requests:,} GETs per row)")
+        bare = section.rows[0].us
+        for row in section.rows:
+            label = f"  {row.label}"
+            if row.note:
+                print(f"{label:<46} {row.note}")
+            elif row is section.rows[0]:
+                print(f"{label:<46} {row.us:>8.1f}")
+            elif row.label.startswith("ours"):
+                over = row.us - bare
+                verdict = "within" if over <= BUDGET_OVERHEAD_US else "OVER"
+                budget = f"<={BUDGET_OVERHEAD_US:.0f}"
+                print(
+                    f"{label:<46} {row.us:>8.1f} {over:>+10.1f} {budget:>8}  {verdict}"
+                )
+            else:
+                print(f"{label:<46} {row.us:>8.1f} {row.us - bare:>+10.1f}")
+
+
+# --- amplification -------------------------------------------------------------
+
+
+@dataclass
+class Amplification:
+    label: str
+    per_call: float | None = None
+    note: str = ""
+
+
+async def physical_requests(
+    base: str, key: str, call: Callable[[str], Awaitable[object]]
+) -> float:
+    """Physical requests per logical call, as the server counted them."""
+    url = f"{base}/fail/{key}"
+    for _ in range(LOGICAL_CALLS):
+        with contextlib.suppress(httpx.HTTPError):
+            await call(url)
+    async with httpx.AsyncClient() as counter:
+        hits = int((await counter.get(f"{base}/hits/{key}")).text)
+    return hits / LOGICAL_CALLS
+
+
+async def our_amplification(base: str) -> Amplification:
+    label = "ours, defaults but a 1 ms base delay"
+    factory = ours("create_async_client")
+    options_class = ours("HttpResilienceOptions")
+    if factory is None or options_class is None:
+        missing = "create_async_client" if factory is None else "HttpResilienceOptions"
+        return Amplification(label, note=not_yet(missing))
+    try:
+        options = options_class.model_validate({"base_delay": 0.001})
+    except Exception as error:  # the options may not take this form yet
+        return Amplification(label, note=f"skipped: {type(error).__name__}: {error}")
+    async with factory(options=options) as client:
+
+        async def call(url: str) -> object:
+            return await client.get(url)
+
+        # Each retry is logged as a warning; the table is what this shows.
+        logging.disable(logging.WARNING)
+        try:
+            per_call = await physical_requests(base, "ours", call)
+        finally:
+            logging.disable(logging.NOTSET)
+    return Amplification(label, per_call)
+
+
+async def stamina_amplification(base: str) -> list[Amplification]:
+    try:
+        import stamina
+    except ImportError:
+        return [Amplification("stamina", note="skipped: stamina is not installed")]
+    rows: list[Amplification] = []
+    # No hooks: stamina's default logging hook would print every retry.
+    hooks = stamina.instrumentation.get_on_retry_hooks()
+    stamina.instrumentation.set_on_retry_hooks([])
+    try:
+        async with (
+            httpx.AsyncClient() as plain,
+            httpx.AsyncClient(transport=retry_transport()) as layered,
+        ):
+            for label, key, client in (
+                ("stamina around httpx, defaults", "stamina", plain),
+                ("stamina on httpx-retries, defaults", "stamina-layered", layered),
+            ):
+
+                @stamina.retry(on=httpx.HTTPError)  # type: ignore[untyped-decorator,unused-ignore]
+                async def call(url: str, client: httpx.AsyncClient = client) -> object:
+                    response = await client.get(url)
+                    return response.raise_for_status()
+
+                # Test mode: no waits; cap=True keeps stamina's attempt count.
+                with stamina.set_testing(True, attempts=1_000_000, cap=True):
+                    per_call = await physical_requests(base, key, call)
+                rows.append(Amplification(label, per_call))
+    finally:
+        stamina.instrumentation.set_on_retry_hooks(hooks)
+    return rows
+
+
+async def measure_amplification(base: str) -> list[Amplification]:
+    rows = [await our_amplification(base)]
+    async with httpx.AsyncClient(transport=retry_transport()) as peer:
+
+        async def call(url: str) -> object:
+            return await peer.get(url)
+
+        per_call = await physical_requests(base, "httpx-retries", call)
+    rows.append(Amplification("httpx-retries, defaults", per_call))
+    return rows + await stamina_amplification(base)
+
+
+def report_amplification(rows: list[Amplification]) -> None:
+    print(
+        "Physical requests per logical call, endpoint always 503 "
+        f"({LOGICAL_CALLS} calls each, counted by the server)"
+    )
+    print(f"{'client':<46} {'req/call':>8} {'budget':>8}  verdict")
+    for row in rows:
+        label = f"  {row.label}"
+        if row.per_call is None:
+            print(f"{label:<46} {row.note}")
+        elif row.label.startswith("ours"):
+            verdict = "within" if row.per_call <= BUDGET_AMPLIFICATION else "OVER"
+            budget = f"<={BUDGET_AMPLIFICATION:.0f}"
+            print(f"{label:<46} {row.per_call:>8.1f} {budget:>8}  {verdict}")
+        else:
+            print(f"{label:<46} {row.per_call:>8.1f}")
+
+
+# --- the run -------------------------------------------------------------------
+
+
+async def run_async(base: str) -> tuple[list[Section], list[Amplification]]:
+    sections: list[Section] = []
+    for title, loopback, url, requests in (
+        ("async, loopback", True, f"{base}/ok", LOOPBACK_REQUESTS),
+        ("async, in process (MockTransport)", False, MOCK_URL, IN_PROCESS_REQUESTS),
+    ):
+        async with contextlib.AsyncExitStack() as stack:
+            rows = await async_rows(stack, url, loopback=loopback)
+            await measure_async(rows, requests)
+        sections.append(Section(title, requests, [*rows]))
+    return sections, await measure_amplification(base)
+
+
+def run_sync(base: str) -> list[Section]:
+    sections: list[Section] = []
+    for title, loopback, url, requests in (
+        ("sync, loopback", True, f"{base}/ok", LOOPBACK_REQUESTS),
+        ("sync, in process (MockTransport)", False, MOCK_URL, IN_PROCESS_REQUESTS),
+    ):
+        with contextlib.ExitStack() as stack:
+            rows = sync_rows(stack, url, loopback=loopback)
+            measure_sync(rows, requests)
+        sections.append(Section(title, requests, [*rows]))
+    return sections
+
+
+def main() -> None:
+    started = time.perf_counter()
+    with local_server() as base:
+        async_sections, amplification = asyncio.run(run_async(base))
+        sync_sections = run_sync(base)
+    report_time([*async_sections, *sync_sections])
+    print()
+    report_amplification(amplification)
+    print(f"({time.perf_counter() - started:.1f} s)")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == [SERVE_FLAG]:
+        serve()
+    else:
+        main()
