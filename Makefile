@@ -28,6 +28,7 @@ venv: $(VENV)/.synced
 demo: venv
 	$(BIN)/python samples/quickstart/main.py
 	$(BIN)/python samples/stream_retry/main.py
+	$(BIN)/python samples/http_client/main.py
 
 test: venv
 	$(BIN)/python -m pytest --cov --cov-report=term $(PYTEST_ARGS)

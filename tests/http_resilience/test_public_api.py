@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import get_args
+
 import http_resilience as package
 from http_resilience import testing
 
@@ -9,11 +11,32 @@ from http_resilience import testing
 def test_the_public_names_are_pinned_and_sorted() -> None:
     assert package.__all__ == sorted(package.__all__)
     assert set(package.__all__) == {
+        "AsyncResilientTransport",
+        "AttemptEvent",
+        "AttemptTimeoutError",
+        "BreakerEvent",
+        "BrokenCircuitError",
         "Clock",
+        "HttpEvent",
+        "HttpEventListener",
+        "HttpResilienceOptions",
         "PartialStreamPolicy",
+        "RateLimitedError",
+        "RejectionEvent",
+        "ResilienceError",
+        "ResilienceErrorMiddleware",
+        "ResilienceLayerError",
+        "ResilientTransport",
+        "RetryEvent",
         "StreamRetryContext",
         "StreamRetryOptions",
         "SystemClock",
+        "TimeoutEvent",
+        "TotalTimeoutError",
+        "correlation_id",
+        "create_async_client",
+        "create_client",
+        "current_correlation_id",
         "resumable_bytes",
         "resumable_bytes_sync",
         "suppressed_failure",
@@ -28,7 +51,28 @@ def test_the_testing_module_offers_the_fake_clock() -> None:
     assert testing.__all__ == ["FakeClock"]
 
 
+# Type aliases carry no docstring of their own; `_events` documents them.
+ALIASES = {"HttpEvent", "HttpEventListener"}
+
+
 def test_every_public_name_is_documented() -> None:
-    for name in [*package.__all__, "testing"]:
+    for name in [*sorted(set(package.__all__) - ALIASES), "testing"]:
         target = getattr(package, name)
         assert (target.__doc__ or "").strip(), name
+
+
+def test_the_event_aliases_name_every_event() -> None:
+    assert set(get_args(package.HttpEvent)) == {
+        package.AttemptEvent,
+        package.BreakerEvent,
+        package.RejectionEvent,
+        package.RetryEvent,
+        package.TimeoutEvent,
+    }
+
+
+def test_every_error_is_a_resilience_error() -> None:
+    for name in package.__all__:
+        target = getattr(package, name)
+        if isinstance(target, type) and name.endswith("Error"):
+            assert issubclass(target, package.ResilienceError), name

@@ -1,0 +1,189 @@
+"""`create_async_client` and `create_client`: long-lived clients, one pipeline each."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+import httpx
+
+from http_resilience._clock import Clock
+from http_resilience._events import HttpEventListener
+from http_resilience._options import HttpResilienceOptions
+from http_resilience._transport import (
+    AsyncResilientTransport,
+    ResilientTransport,
+    refuse_second_layer,
+    resolve_options,
+)
+
+__all__ = ["create_async_client", "create_client"]
+
+# The client's arguments that configure the transport it would build itself.
+# `proxy` above all: given to the client, it would mount a proxy transport that
+# bypasses the pipeline.
+_TRANSPORT_ARGUMENTS: Final = ("verify", "cert", "http1", "http2", "limits", "proxy")
+
+
+def _split(
+    name: str, httpx_kwargs: dict[str, Any]
+) -> tuple[object, dict[str, Any], dict[str, object]]:
+    transport: object = httpx_kwargs.pop("transport", None)
+    refuse_second_layer(transport, name)
+    building: dict[str, Any] = {}
+    if transport is not None and httpx_kwargs.get("proxy") is not None:
+        # httpx would mount a proxy transport of its own, around the pipeline.
+        raise TypeError(
+            f"HTTP client {name!r}: proxy= goes to the transport you pass as "
+            "transport=, not to the client"
+        )
+    if transport is None:
+        for argument in _TRANSPORT_ARGUMENTS:
+            if argument in httpx_kwargs:
+                building[argument] = httpx_kwargs.pop(argument)
+        if "trust_env" in httpx_kwargs:
+            building["trust_env"] = httpx_kwargs["trust_env"]
+    mounts: dict[str, object] = dict(httpx_kwargs.pop("mounts", None) or {})
+    for mounted in mounts.values():
+        refuse_second_layer(mounted, name)
+    return transport, building, mounts
+
+
+def create_async_client(
+    name: str = "default",
+    options: HttpResilienceOptions | None = None,
+    *,
+    config: Mapping[str, Any] | None = None,
+    clock: Clock | None = None,
+    listeners: Sequence[HttpEventListener] = (),
+    **httpx_kwargs: Any,
+) -> httpx.AsyncClient:
+    """An `httpx.AsyncClient` whose transport runs the standard pipeline.
+
+    Build it once and keep it: the per-host breakers live on its transport, and
+    a client rebuilt per call starts every breaker afresh.
+
+    ``transport=`` names the transport to wrap (default: an
+    `httpx.AsyncHTTPTransport` built from ``verify``, ``cert``, ``http1``,
+    ``http2``, ``limits``, ``proxy`` and ``trust_env``, as httpx would). Each
+    transport in ``mounts=`` is wrapped in a pipeline of its own with the same
+    options. Environment proxies are not read, as with any explicit httpx
+    transport: pass ``proxy=``. With `own_transport_timeout` (the default) the
+    pipeline sets each attempt's httpx timeouts, so ``timeout=`` has no effect.
+
+    Args:
+        name: The client's name: its configuration section, and in events,
+            logs and errors.
+        options: The pipeline's options; None reads them for `name` from
+            `config` and the environment (`HttpResilienceOptions.from_config`).
+        config: The whole configuration mapping, read when `options` is None.
+        clock: Where time is read and waits happen; `FakeClock` in tests.
+        listeners: Called with every event.
+        **httpx_kwargs: Passed to `httpx.AsyncClient` (``base_url``,
+            ``headers``, ``auth``, ...).
+
+    Raises:
+        ResilienceLayerError: ``transport=`` or a mounted transport is already
+            resilient: one resilience layer per client.
+        TypeError: A transport of the wrong kind, or ``proxy=`` beside
+            ``transport=`` (httpx would route around the pipeline).
+        pydantic.ValidationError: Invalid configuration, naming the client.
+
+    Example:
+        >>> import asyncio
+        >>> async def main() -> int:
+        ...     async with create_async_client(
+        ...         "inventory",
+        ...         base_url="http://inventory.local",
+        ...         transport=httpx.MockTransport(lambda r: httpx.Response(200)),
+        ...     ) as client:
+        ...         return (await client.get("/items")).status_code
+        >>> asyncio.run(main())
+        200
+    """
+    transport, building, mounts = _split(name, httpx_kwargs)
+    resolved = resolve_options(options, config, name)
+    inner = httpx.AsyncHTTPTransport(**building) if transport is None else transport
+
+    def resilient(inner: object) -> AsyncResilientTransport:
+        if not isinstance(inner, httpx.AsyncBaseTransport):
+            raise TypeError(
+                f"HTTP client {name!r}: an async client needs async transports, "
+                f"got {type(inner).__qualname__}"
+            )
+        return AsyncResilientTransport(
+            inner,
+            options=resolved,
+            name=name,
+            clock=clock,
+            listeners=listeners,
+        )
+
+    return httpx.AsyncClient(
+        transport=resilient(inner),
+        mounts={
+            pattern: None if mounted is None else resilient(mounted)
+            for pattern, mounted in mounts.items()
+        },
+        **httpx_kwargs,
+    )
+
+
+def create_client(
+    name: str = "default",
+    options: HttpResilienceOptions | None = None,
+    *,
+    config: Mapping[str, Any] | None = None,
+    clock: Clock | None = None,
+    listeners: Sequence[HttpEventListener] = (),
+    **httpx_kwargs: Any,
+) -> httpx.Client:
+    """The sync twin of `create_async_client`: an `httpx.Client`.
+
+    Args:
+        name: As for `create_async_client`.
+        options: As for `create_async_client`.
+        config: As for `create_async_client`.
+        clock: As for `create_async_client`; waits use `sleep_sync`.
+        listeners: As for `create_async_client`.
+        **httpx_kwargs: Passed to `httpx.Client`.
+
+    Raises:
+        ResilienceLayerError: As for `create_async_client`.
+        TypeError: As for `create_async_client`.
+        pydantic.ValidationError: Invalid configuration, naming the client.
+
+    Example:
+        >>> with create_client(
+        ...     "inventory",
+        ...     transport=httpx.MockTransport(lambda request: httpx.Response(200)),
+        ... ) as client:
+        ...     client.get("http://inventory.local/items").status_code
+        200
+    """
+    transport, building, mounts = _split(name, httpx_kwargs)
+    resolved = resolve_options(options, config, name)
+    inner = httpx.HTTPTransport(**building) if transport is None else transport
+
+    def resilient(inner: object) -> ResilientTransport:
+        if not isinstance(inner, httpx.BaseTransport):
+            raise TypeError(
+                f"HTTP client {name!r}: a sync client needs sync transports, "
+                f"got {type(inner).__qualname__}"
+            )
+        return ResilientTransport(
+            inner,
+            options=resolved,
+            name=name,
+            clock=clock,
+            listeners=listeners,
+        )
+
+    return httpx.Client(
+        transport=resilient(inner),
+        mounts={
+            pattern: None if mounted is None else resilient(mounted)
+            for pattern, mounted in mounts.items()
+        },
+        **httpx_kwargs,
+    )

@@ -1,0 +1,247 @@
+"""`HttpResilienceOptions`: the standard pipeline of one named HTTP client."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any, ClassVar, Final, Self, cast
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
+
+from http_resilience._duration import Duration
+
+__all__ = [
+    "DEFAULT_ATTEMPT_TIMEOUT",
+    "DEFAULT_BASE_DELAY",
+    "DEFAULT_BREAKER_PER_HOST",
+    "DEFAULT_BREAK_DURATION",
+    "DEFAULT_CONCURRENCY_LIMIT",
+    "DEFAULT_FAILURE_RATIO",
+    "DEFAULT_MAXIMUM_HOSTS",
+    "DEFAULT_MAX_RETRY_ATTEMPTS",
+    "DEFAULT_MINIMUM_THROUGHPUT",
+    "DEFAULT_OWN_TRANSPORT_TIMEOUT",
+    "DEFAULT_QUEUE_LIMIT",
+    "DEFAULT_RETRY_UNSAFE_METHODS",
+    "DEFAULT_SAMPLING_DURATION",
+    "DEFAULT_TOTAL_REQUEST_TIMEOUT",
+    "ENVIRONMENT_PREFIX",
+    "HttpResilienceOptions",
+]
+
+DEFAULT_MAX_RETRY_ATTEMPTS: Final = 3
+DEFAULT_BASE_DELAY: Final = timedelta(seconds=2)
+DEFAULT_ATTEMPT_TIMEOUT: Final = timedelta(seconds=10)
+DEFAULT_TOTAL_REQUEST_TIMEOUT: Final = timedelta(seconds=30)
+DEFAULT_FAILURE_RATIO: Final = 0.1
+DEFAULT_SAMPLING_DURATION: Final = timedelta(seconds=30)
+DEFAULT_MINIMUM_THROUGHPUT: Final = 100
+DEFAULT_BREAK_DURATION: Final = timedelta(seconds=5)
+DEFAULT_CONCURRENCY_LIMIT: Final = 1000
+DEFAULT_QUEUE_LIMIT: Final = 0
+DEFAULT_RETRY_UNSAFE_METHODS: Final = False
+DEFAULT_BREAKER_PER_HOST: Final = True
+DEFAULT_MAXIMUM_HOSTS: Final = 1024
+DEFAULT_OWN_TRANSPORT_TIMEOUT: Final = True
+ENVIRONMENT_PREFIX: Final = "RESILIENCE__HTTP__"
+
+_CLIENTS = "clients"
+
+
+class HttpResilienceOptions(BaseModel):
+    """The standard pipeline of one named client, outermost strategy first.
+
+    concurrency limiter, total timeout, retry, circuit breaker, attempt timeout.
+
+    The delay before retry n (1 for the first) is ``base_delay * 2**(n-1)``
+    scaled by a random factor in [0.5, 1) (jitter is always on), unless a 429
+    or 503 carries a valid ``Retry-After``, whose wait is used instead. A wait
+    that would pass the total deadline ends the call at once.
+
+    Attributes:
+        max_retry_attempts: Retries after the first attempt; 0 turns retry off.
+            Default 3.
+        base_delay: The delay before the first retry. Default 2 s.
+        attempt_timeout: The limit of one attempt (to the response headers).
+            Default 10 s; must be less than `total_request_timeout`.
+        total_request_timeout: The limit of the whole call, attempts and waits
+            included. Default 30 s.
+        failure_ratio: The share of failed attempts within the sampling window
+            that opens the breaker, in (0, 1]. Default 0.1.
+        sampling_duration: The breaker's sliding window. Default 30 s; must be
+            at least twice `attempt_timeout`.
+        minimum_throughput: Attempts needed in the window before the breaker
+            can open. Default 100, which a quiet client never reaches: lower it
+            for a dependency you call a few times a minute.
+        break_duration: How long an open breaker refuses before it lets one
+            probe through. Default 5 s.
+        concurrency_limit: Requests in flight at once. Default 1000.
+        queue_limit: Requests that may wait for a permit; beyond that a request
+            is refused with `RateLimitedError`. Default 0.
+        retry_unsafe_methods: Retry POST, PATCH and CONNECT too. Default False:
+            they are retried only when they carry an ``Idempotency-Key``.
+        breaker_per_host: One breaker per scheme, host and port; False shares
+            one breaker between every host. Default True.
+        maximum_hosts: The per-host registry's bound (least recently used go
+            first; open breakers are kept). Default 1024.
+        own_transport_timeout: The pipeline owns time: each attempt's httpx
+            phase timeouts are set from the attempt's own deadline, so httpx's
+            default 5 s cannot cut a longer attempt short. Default True.
+
+    Durations accept a `timedelta`, a number of seconds, ``"200ms"``, ``"2s"``,
+    ``"5m"``, ``"1h"`` or ISO 8601 (``"PT0.2S"``).
+
+    Raises:
+        pydantic.ValidationError: On construction, naming every invalid field;
+            the two cross-field rules name both fields, and the client when the
+            options are read for one (`from_config`, or validation context
+            ``{"client": name}``).
+
+    Example:
+        >>> options = HttpResilienceOptions(max_retry_attempts=2, base_delay="100ms")
+        >>> options.total_request_timeout
+        datetime.timedelta(seconds=30)
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    SECTION: ClassVar[str] = "resilience.http"
+
+    max_retry_attempts: int = Field(default=DEFAULT_MAX_RETRY_ATTEMPTS, ge=0)
+    base_delay: Duration = Field(default=DEFAULT_BASE_DELAY, ge=timedelta(0))
+    attempt_timeout: Duration = Field(default=DEFAULT_ATTEMPT_TIMEOUT, gt=timedelta(0))
+    total_request_timeout: Duration = Field(
+        default=DEFAULT_TOTAL_REQUEST_TIMEOUT, gt=timedelta(0)
+    )
+    failure_ratio: float = Field(default=DEFAULT_FAILURE_RATIO, gt=0.0, le=1.0)
+    sampling_duration: Duration = Field(
+        default=DEFAULT_SAMPLING_DURATION, gt=timedelta(0)
+    )
+    minimum_throughput: int = Field(default=DEFAULT_MINIMUM_THROUGHPUT, ge=1)
+    break_duration: Duration = Field(default=DEFAULT_BREAK_DURATION, gt=timedelta(0))
+    concurrency_limit: int = Field(default=DEFAULT_CONCURRENCY_LIMIT, ge=1)
+    queue_limit: int = Field(default=DEFAULT_QUEUE_LIMIT, ge=0)
+    retry_unsafe_methods: bool = DEFAULT_RETRY_UNSAFE_METHODS
+    breaker_per_host: bool = DEFAULT_BREAKER_PER_HOST
+    maximum_hosts: int = Field(default=DEFAULT_MAXIMUM_HOSTS, ge=1)
+    own_transport_timeout: bool = DEFAULT_OWN_TRANSPORT_TIMEOUT
+
+    @model_validator(mode="after")
+    def _check_timing(self, info: ValidationInfo) -> Self:
+        problems: list[str] = []
+        if self.attempt_timeout >= self.total_request_timeout:
+            problems.append(
+                f"attempt_timeout ({_seconds(self.attempt_timeout)}) must be less "
+                f"than total_request_timeout ({_seconds(self.total_request_timeout)})"
+            )
+        if self.sampling_duration < 2 * self.attempt_timeout:
+            problems.append(
+                f"sampling_duration ({_seconds(self.sampling_duration)}) must be at "
+                f"least twice attempt_timeout ({_seconds(self.attempt_timeout)})"
+            )
+        if problems:
+            context: object = info.context
+            client: object = None
+            if isinstance(context, Mapping):
+                client = cast("Mapping[str, object]", context).get("client")
+            where = "" if client is None else f"HTTP client {client!r}: "
+            raise ValueError(where + "; ".join(problems))
+        return self
+
+    @classmethod
+    def from_config(
+        cls,
+        config: Mapping[str, Any] | None = None,
+        *,
+        client: str = "default",
+        environ: Mapping[str, str] | None = None,
+    ) -> Self:
+        """Read one client's options from the configuration and the environment.
+
+        Later sources win, field by field:
+
+        1. the defaults;
+        2. ``config["resilience"]["http"]``: every client's settings;
+        3. ``config["resilience"]["http"]["clients"][client]``: this client's;
+        4. ``RESILIENCE__HTTP__<FIELD>`` environment variables;
+        5. ``RESILIENCE__HTTP__CLIENTS__<CLIENT>__<FIELD>`` environment variables.
+
+        Environment names are matched in any case, and ``-`` in a client's name
+        matches ``_``. An unknown key in a section or after a prefix is an error.
+
+        Args:
+            config: The whole configuration, as nested mappings read from TOML,
+                JSON or YAML. Missing sections mean defaults.
+            client: The client whose options these are; named in errors.
+            environ: The environment; `os.environ` when not given.
+
+        Raises:
+            pydantic.ValidationError: An unknown key or an invalid value, named,
+                with the client.
+            TypeError: A section that is not a mapping.
+
+        Example:
+            >>> HttpResilienceOptions.from_config(
+            ...     {"resilience": {"http": {
+            ...         "max_retry_attempts": 2,
+            ...         "clients": {"billing": {"max_retry_attempts": 0}},
+            ...     }}},
+            ...     client="billing",
+            ...     environ={"RESILIENCE__HTTP__BASE_DELAY": "100ms"},
+            ... ).max_retry_attempts
+            0
+        """
+        section = _section(config or {}, cls.SECTION)
+        values: dict[str, Any] = {k: v for k, v in section.items() if k != _CLIENTS}
+        clients = _mapping(section.get(_CLIENTS, {}), f"{cls.SECTION}.{_CLIENTS}")
+        values.update(_mapping(clients.get(client, {}), f"{cls.SECTION}.{_CLIENTS}"))
+        environment = os.environ if environ is None else environ
+        shared, own = _from_environment(environment, client)
+        values.update(shared)
+        values.update(own)
+        return cls.model_validate(values, context={"client": client})
+
+
+def _seconds(duration: timedelta) -> str:
+    return f"{duration.total_seconds():g} s"
+
+
+def _env_name(text: str) -> str:
+    return text.upper().replace("-", "_")
+
+
+def _from_environment(
+    environment: Mapping[str, str], client: str
+) -> tuple[dict[str, str], dict[str, str]]:
+    shared: dict[str, str] = {}
+    own: dict[str, str] = {}
+    clients_prefix = _CLIENTS.upper() + "__"
+    wanted = _env_name(client)
+    for name, value in environment.items():
+        upper = name.upper()
+        if not upper.startswith(ENVIRONMENT_PREFIX):
+            continue
+        rest = upper[len(ENVIRONMENT_PREFIX) :]
+        if rest.startswith(clients_prefix):
+            named, _, field = rest[len(clients_prefix) :].rpartition("__")
+            if named == wanted:
+                own[field.lower()] = value
+        else:
+            shared[rest.lower()] = value
+    return shared, own
+
+
+def _mapping(found: object, where: str) -> Mapping[str, Any]:
+    if not isinstance(found, Mapping):
+        raise TypeError(f"configuration section {where!r} is not a mapping")
+    return cast("Mapping[str, Any]", found)
+
+
+def _section(config: Mapping[str, Any], dotted: str) -> Mapping[str, Any]:
+    found: Mapping[str, Any] = _mapping(config, "(root)")
+    path: list[str] = []
+    for part in dotted.split("."):
+        path.append(part)
+        found = _mapping(found.get(part, {}), ".".join(path))
+    return found

@@ -1,0 +1,343 @@
+"""`AsyncResilientTransport` and `ResilientTransport`: the standard pipeline.
+
+A resilient transport wraps any httpx transport and runs each request through
+the standard pipeline, outermost first: concurrency limiter, total timeout,
+retry, circuit breaker, attempt timeout. The strategies are small objects
+chained once per transport (`standard_pipeline`); the two transports are thin
+drivers that build a `Call` per request and hand it to the chain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random as _random
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import httpx
+
+from http_resilience._clock import SYSTEM_CLOCK, Clock
+from http_resilience._errors import ResilienceLayerError
+from http_resilience._events import HttpEventListener
+from http_resilience._hosts import host_key
+from http_resilience._options import HttpResilienceOptions
+from http_resilience._pipeline import LAYER_MARK, Call, Handler, Send, marked_by
+from http_resilience._retry import RetryDecision, RetryStrategy
+from http_resilience._strategies import BreakerStrategy, LimiterStrategy
+from http_resilience._telemetry import Telemetry
+from http_resilience._timeout import TimeoutStrategy
+
+__all__ = [
+    "AsyncResilientTransport",
+    "ResilientTransport",
+    "refuse_second_layer",
+    "resolve_options",
+    "standard_pipeline",
+]
+
+Strategy = Callable[[Handler], Handler]
+"""Builds one strategy around the handler inside it."""
+
+
+def standard_pipeline(
+    send: Handler,
+    options: HttpResilienceOptions,
+    *,
+    clock: Clock,
+    telemetry: Telemetry,
+    decision: RetryDecision,
+) -> tuple[Handler, BreakerStrategy]:
+    """The standard chain around `send`, and its breaker strategy.
+
+    The list reads outermost first and is wrapped from its end, so the first
+    entry ends up outermost; a pipeline builder would take the same shape.
+    """
+    breaker: list[BreakerStrategy] = []
+
+    def with_breaker(inner: Handler) -> Handler:
+        breaker.append(
+            BreakerStrategy(inner, options=options, clock=clock, telemetry=telemetry)
+        )
+        return breaker[0]
+
+    strategies: list[Strategy] = [
+        lambda inner: LimiterStrategy(
+            inner,
+            permits=options.concurrency_limit,
+            queue_limit=options.queue_limit,
+            telemetry=telemetry,
+        ),
+        lambda inner: TimeoutStrategy(
+            inner,
+            seconds=options.total_request_timeout.total_seconds(),
+            kind="total",
+            clock=clock,
+            telemetry=telemetry,
+            # The attempt timeout inside cuts at the earlier of both deadlines,
+            # and the retry never waits past this one: no second timer.
+            cut=False,
+            own_time=False,
+        ),
+        lambda inner: RetryStrategy(
+            inner, decision=decision, clock=clock, telemetry=telemetry
+        ),
+        with_breaker,
+        lambda inner: TimeoutStrategy(
+            inner,
+            seconds=options.attempt_timeout.total_seconds(),
+            kind="attempt",
+            clock=clock,
+            telemetry=telemetry,
+            cut=True,
+            own_time=options.own_transport_timeout,
+        ),
+    ]
+    handler = send
+    for strategy in reversed(strategies):
+        handler = strategy(handler)
+    return handler, breaker[0]
+
+
+def refuse_second_layer(inner: object, name: str) -> None:
+    """Raise `ResilienceLayerError` if `inner` is a resilient transport."""
+    if isinstance(inner, _Resilient):
+        raise ResilienceLayerError(
+            f"HTTP client {name!r}: the transport is already resilient "
+            f"(client {inner.name!r}); one resilience layer per client, or "
+            "retries multiply"
+        )
+
+
+def resolve_options(
+    options: object, config: Mapping[str, Any] | None, name: str
+) -> HttpResilienceOptions:
+    """`options`, or the client's options read from `config` and the environment.
+
+    Raises:
+        TypeError: `options` is neither None nor `HttpResilienceOptions`.
+        pydantic.ValidationError: The configuration is invalid (names `name`).
+    """
+    if options is None:
+        return HttpResilienceOptions.from_config(config, client=name)
+    if not isinstance(options, HttpResilienceOptions):
+        raise TypeError(
+            f"HTTP client {name!r}: options must be HttpResilienceOptions or None, "
+            f"got {type(options).__qualname__}"
+        )
+    return options
+
+
+class _Resilient:
+    """What the two transports share: options, decision, chain, layer checks."""
+
+    name: str
+    options: HttpResilienceOptions
+
+    def _setup(
+        self,
+        inner: httpx.AsyncBaseTransport | httpx.BaseTransport,
+        options: object,
+        config: Mapping[str, Any] | None,
+        name: str,
+        clock: Clock | None,
+        listeners: Sequence[HttpEventListener],
+        random: Callable[[], float] | None,
+    ) -> None:
+        self.name = name
+        self.options = resolve_options(options, config, name)
+        self._telemetry = Telemetry(name, listeners)
+        self._decision = RetryDecision(
+            max_retry_attempts=self.options.max_retry_attempts,
+            base_delay=self.options.base_delay.total_seconds(),
+            retry_unsafe_methods=self.options.retry_unsafe_methods,
+            random=random or _random.random,
+        )
+        self._chain, self._breakers = standard_pipeline(
+            Send(inner),
+            self.options,
+            clock=clock or SYSTEM_CLOCK,
+            telemetry=self._telemetry,
+            decision=self._decision,
+        )
+
+    def will_retry(self, request: httpx.Request) -> bool:
+        """Whether a failed attempt of `request` would be sent again.
+
+        True when retries are on, the method is safe or idempotent (or unsafe
+        methods are allowed, or the request has an ``Idempotency-Key``), and
+        the body can be replayed. Says nothing of time or the breaker.
+        """
+        return self._decision.will_retry(request)
+
+    def _call(self, request: httpx.Request, owner: Callable[[], object]) -> Call:
+        # A mark is rare: looking up who runs this call is paid for only then.
+        if LAYER_MARK in request.extensions and marked_by(request, owner()):
+            raise ResilienceLayerError(
+                f"HTTP client {self.name!r}: this request is an attempt of another "
+                "resilient transport; one resilience layer per client, or retries "
+                "multiply"
+            )
+        return Call(self.name, request.method, host_key(request.url))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r})"
+
+
+class AsyncResilientTransport(_Resilient, httpx.AsyncBaseTransport):
+    """An httpx async transport that runs every request through the standard pipeline.
+
+    Outermost first: concurrency limiter, total timeout, retry, circuit breaker
+    (per host by default), attempt timeout; see `HttpResilienceOptions` for
+    each. Keep one per client for the life of the process: the breakers live
+    here, and a transport rebuilt per call forgets them.
+
+    A request that keeps failing returns its last response; a transport
+    failure on the last attempt is raised. Responses a retry supersedes are
+    closed. Every attempt is a fresh request; a one-shot body (a generator, an
+    async iterator, a file-like stream) is sent once and never retried. With
+    `own_transport_timeout` each attempt's httpx timeouts are set from its own
+    deadline, so the client's ``timeout=`` neither cuts an attempt short nor
+    outlasts it.
+
+    It runs on asyncio, on one event loop at a time.
+
+    Args:
+        inner: The transport that sends; default `httpx.AsyncHTTPTransport()`.
+        options: The pipeline's options. When None, they are read for `name`
+            from `config` and ``RESILIENCE__HTTP__...`` environment variables
+            (see `HttpResilienceOptions.from_config`).
+        config: The whole configuration mapping, read when `options` is None.
+        name: The client's name, in events, logs and errors.
+        clock: Where time is read and waits happen; `FakeClock` in tests.
+        listeners: Called with every event (`HttpEventListener`).
+        random: Returns a float in [0, 1) for the retry jitter.
+
+    Raises:
+        ResilienceLayerError: `inner` is already resilient; on a request, if it
+            is an attempt of another resilient transport (hidden behind a
+            wrapper) running in the same task.
+        TypeError: `inner` is not an async transport, or `options` is not
+            `HttpResilienceOptions`.
+        pydantic.ValidationError: The configuration is invalid, naming `name`.
+
+    Example:
+        >>> import asyncio
+        >>> transport = AsyncResilientTransport(
+        ...     httpx.MockTransport(lambda request: httpx.Response(200)),
+        ...     name="inventory",
+        ... )
+        >>> async def main() -> int:
+        ...     async with httpx.AsyncClient(transport=transport) as client:
+        ...         return (await client.get("http://inventory.local/items")).status_code
+        >>> asyncio.run(main())
+        200
+    """
+
+    def __init__(
+        self,
+        inner: httpx.AsyncBaseTransport | None = None,
+        *,
+        options: HttpResilienceOptions | None = None,
+        config: Mapping[str, Any] | None = None,
+        name: str = "default",
+        clock: Clock | None = None,
+        listeners: Sequence[HttpEventListener] = (),
+        random: Callable[[], float] | None = None,
+    ) -> None:
+        refuse_second_layer(inner, name)
+        if inner is None:
+            inner = httpx.AsyncHTTPTransport()
+        elif not isinstance(inner, httpx.AsyncBaseTransport):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise TypeError(
+                f"HTTP client {name!r}: AsyncResilientTransport wraps an async "
+                f"transport, got {type(inner).__qualname__}"
+            )
+        self._inner = inner
+        self._setup(inner, options, config, name, clock, listeners, random)
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        """Send `request` through the pipeline.
+
+        Raises:
+            BrokenCircuitError: The host's circuit is open; nothing was sent.
+            RateLimitedError: The concurrency limit and its queue are full.
+            AttemptTimeoutError: The last attempt timed out.
+            TotalTimeoutError: The call ran out of its total time.
+            httpx.TransportError: The last attempt failed in transport.
+            ResilienceLayerError: The request is an attempt of another
+                resilient transport: a second layer.
+        """
+        return await self._chain.handle(
+            request, self._call(request, asyncio.current_task)
+        )
+
+    async def aclose(self) -> None:
+        """Close the wrapped transport."""
+        await self._inner.aclose()
+
+
+class ResilientTransport(_Resilient, httpx.BaseTransport):
+    """The sync twin of `AsyncResilientTransport`, for `httpx.Client`.
+
+    The same pipeline and options; safe to share between threads (the breakers
+    and the limiter take a lock). A sync attempt cannot be cut from outside:
+    it is bounded by the httpx phase timeouts the pipeline sets from the
+    attempt's deadline (`own_transport_timeout`), and an answer that arrives
+    past the deadline counts as a timeout.
+
+    Args:
+        inner: The transport that sends; default `httpx.HTTPTransport()`.
+        options: As for `AsyncResilientTransport`.
+        config: As for `AsyncResilientTransport`.
+        name: As for `AsyncResilientTransport`.
+        clock: As for `AsyncResilientTransport`; waits use `sleep_sync`.
+        listeners: As for `AsyncResilientTransport`.
+        random: As for `AsyncResilientTransport`.
+
+    Raises:
+        ResilienceLayerError: As for `AsyncResilientTransport`.
+        TypeError: `inner` is not a sync transport, or `options` is not
+            `HttpResilienceOptions`.
+        pydantic.ValidationError: The configuration is invalid, naming `name`.
+
+    Example:
+        >>> transport = ResilientTransport(
+        ...     httpx.MockTransport(lambda request: httpx.Response(204)),
+        ... )
+        >>> with httpx.Client(transport=transport) as client:
+        ...     client.delete("http://inventory.local/items/7").status_code
+        204
+    """
+
+    def __init__(
+        self,
+        inner: httpx.BaseTransport | None = None,
+        *,
+        options: HttpResilienceOptions | None = None,
+        config: Mapping[str, Any] | None = None,
+        name: str = "default",
+        clock: Clock | None = None,
+        listeners: Sequence[HttpEventListener] = (),
+        random: Callable[[], float] | None = None,
+    ) -> None:
+        refuse_second_layer(inner, name)
+        if inner is None:
+            inner = httpx.HTTPTransport()
+        elif not isinstance(inner, httpx.BaseTransport):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise TypeError(
+                f"HTTP client {name!r}: ResilientTransport wraps a sync transport, "
+                f"got {type(inner).__qualname__}"
+            )
+        self._inner = inner
+        self._setup(inner, options, config, name, clock, listeners, random)
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        """Send `request` through the pipeline; raises as the async twin does."""
+        return self._chain.handle_sync(
+            request, self._call(request, threading.get_ident)
+        )
+
+    def close(self) -> None:
+        """Close the wrapped transport."""
+        self._inner.close()

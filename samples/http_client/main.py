@@ -1,0 +1,220 @@
+"""Resilient HTTP clients against a flaky inventory server: retries, a breaker, POST.
+
+Run it with ``make demo`` (or ``python samples/http_client/main.py``). The
+inventory server is a small ASGI app in this file, served by uvicorn on
+127.0.0.1 (a free port) in a thread that the demo starts and stops; it prints
+every request it answers. The clients come from `http_resilience.injector`:
+two named clients, each with its own options, read from configuration.
+"""
+
+import asyncio
+import json
+import logging
+import socket
+import threading
+from collections import Counter
+from collections.abc import Awaitable, Callable, Generator, MutableMapping
+from contextlib import contextmanager
+from typing import Any
+
+import uvicorn
+from injector import Injector
+
+from http_resilience import (
+    BreakerEvent,
+    BrokenCircuitError,
+    HttpEvent,
+    RetryEvent,
+    SystemClock,
+)
+from http_resilience.injector import (
+    HttpClientFactory,
+    HttpClientsModule,
+    correlation_id,
+)
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+BREAK = 0.3  # seconds: short, so that the demo sees the breaker recover
+CLOCK = SystemClock()  # a test would pass http_resilience.testing.FakeClock
+
+# Options as an application reads them from its configuration file: retries
+# for everything, and for "stock" no retries and a breaker that trips early.
+CONFIG = {
+    "resilience": {
+        "http": {
+            "base_delay": "20ms",
+            "clients": {
+                "stock": {
+                    "max_retry_attempts": 0,
+                    "minimum_throughput": 4,
+                    "failure_ratio": 0.5,
+                    "break_duration": BREAK,
+                }
+            },
+        }
+    }
+}
+
+
+class InventoryServer:
+    """The flaky inventory service, as an ASGI app.
+
+    - ``GET /items/widget``: 503 twice, then the item;
+    - ``GET /stock/gadget``: 503 while `down`, else the stock;
+    - ``POST /orders``: 503 on the first two requests of each
+      ``Idempotency-Key`` (and of the requests without one), then 201.
+    """
+
+    def __init__(self) -> None:
+        self.down = False
+        self.hits: Counter[tuple[str, str, str]] = Counter()
+        self.started = threading.Event()
+
+    def answer(self, method: str, path: str, headers: dict[str, str]) -> int:
+        key = (method, path, headers.get("idempotency-key", ""))
+        self.hits[key] += 1
+        if path == "/items/widget":
+            return 503 if self.hits[key] <= 2 else 200
+        if path == "/stock/gadget":
+            return 503 if self.down else 200
+        if method == "POST" and path == "/orders":
+            return 503 if self.hits[key] <= 2 else 201
+        return 404
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] != "lifespan.shutdown":
+                self.started.set()
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        while (await receive()).get("more_body", False):
+            pass  # the body does not matter here
+        headers = {k.decode(): v.decode() for k, v in scope["headers"]}
+        status = self.answer(scope["method"], scope["path"], headers)
+        seen = [f"[{headers.get('x-correlation-id')}]"]
+        if "idempotency-key" in headers:
+            seen.append(f"Idempotency-Key: {headers['idempotency-key']}")
+        print(f"   server: {scope['method']} {scope['path']} -> {status}", *seen)
+        body = json.dumps({"status": status, "stock": 12}).encode()
+        head = [(b"content-type", b"application/json")]
+        await send({"type": "http.response.start", "status": status, "headers": head})
+        await send({"type": "http.response.body", "body": body})
+
+
+@contextmanager
+def serving(app: InventoryServer) -> Generator[str]:
+    """Serve `app` on 127.0.0.1 in a thread; yield its base URL; stop it."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()  # before uvicorn runs: early connections wait, not fail
+    config = uvicorn.Config(
+        app, lifespan="on", log_config=None, access_log=False, http="h11", ws="none"
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(
+        target=server.run, kwargs={"sockets": [listener]}, daemon=True
+    )
+    thread.start()
+    try:
+        if not app.started.wait(timeout=10):
+            raise RuntimeError("the inventory server did not start")
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        listener.close()
+
+
+def show(event: HttpEvent) -> None:
+    """A listener: print the retries and the breaker's changes (no timings)."""
+    if isinstance(event, RetryEvent):
+        print(
+            f"   client {event.client!r}: attempt {event.attempt} failed "
+            f"({event.reason}), retrying"
+        )
+    elif isinstance(event, BreakerEvent):
+        print(
+            f"   client {event.client!r}: breaker {event.previous} -> {event.current}"
+        )
+
+
+async def retries(factory: HttpClientFactory) -> None:
+    print("1. A GET that fails twice, then succeeds, is retried")
+    print("   (the server shows each request's X-Correlation-ID in brackets)")
+    with correlation_id("lookup-1"):
+        response = await factory.async_client("inventory").get("/items/widget")
+    print(f"   -> {response.status_code}, {response.json()['stock']} widgets in stock")
+
+
+async def breaker(factory: HttpClientFactory, app: InventoryServer) -> None:
+    print("2. The stock service goes down: the breaker opens, then recovers")
+    stock = factory.async_client("stock")
+    app.down = True
+    with correlation_id("stock-check"):
+        for call in range(1, 8):
+            try:
+                response = await stock.get("/stock/gadget")
+            except BrokenCircuitError:
+                reached = app.hits["GET", "/stock/gadget", ""]
+                print(
+                    f"   call {call}: BrokenCircuitError, not sent "
+                    f"(the server has seen {reached} calls)"
+                )
+            else:
+                print(f"   call {call}: {response.status_code}")
+        app.down = False
+        print(f"   the service is back; the demo waits out the {BREAK} s break")
+        await CLOCK.sleep(BREAK + 0.2)
+        response = await stock.get("/stock/gadget")
+        print(f"   call 8, the probe: {response.status_code}")
+        response = await stock.get("/stock/gadget")
+        print(f"   call 9: {response.status_code}")
+
+
+async def posts(factory: HttpClientFactory) -> None:
+    print("3. A POST is sent once: a retry could place the order twice")
+    orders = factory.async_client("inventory")
+    with correlation_id("order-1"):
+        response = await orders.post("/orders", json={"sku": "widget", "count": 2})
+    print(f"   -> {response.status_code}, not retried")
+    print("   The same POST with an Idempotency-Key is retried")
+    with correlation_id("order-2"):
+        response = await orders.post(
+            "/orders",
+            json={"sku": "widget", "count": 2},
+            headers={"Idempotency-Key": "order-7"},
+        )
+    print(f"   -> {response.status_code} after three attempts")
+
+
+async def main() -> None:
+    app = InventoryServer()
+    with serving(app) as url:
+        print("The flaky inventory server is up on 127.0.0.1.")
+        module = HttpClientsModule(
+            lambda clients: clients.add("inventory", base_url=url).add(
+                "stock", base_url=url
+            ),
+            config=CONFIG,
+            clock=CLOCK,
+            listeners=[show],
+        )
+        factory = Injector([module]).get(HttpClientFactory)
+        async with factory:  # closes both clients before the server stops
+            await retries(factory)
+            await breaker(factory, app)
+            await posts(factory)
+    print("The server is stopped.")
+
+
+if __name__ == "__main__":
+    # The pipeline logs each retry at WARNING, with its (jittered) delay; the
+    # listener above prints the same events without timings, so the output is
+    # the same on every run.
+    logging.basicConfig(level=logging.ERROR)
+    asyncio.run(main())

@@ -1,0 +1,72 @@
+"""The HTTP client demo runs as a user runs it: a script, in its own process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+MAIN = ROOT / "samples" / "http_client" / "main.py"
+
+EXPECTED = """\
+The flaky inventory server is up on 127.0.0.1.
+1. A GET that fails twice, then succeeds, is retried
+   (the server shows each request's X-Correlation-ID in brackets)
+   server: GET /items/widget -> 503 [lookup-1]
+   client 'inventory': attempt 1 failed (503), retrying
+   server: GET /items/widget -> 503 [lookup-1]
+   client 'inventory': attempt 2 failed (503), retrying
+   server: GET /items/widget -> 200 [lookup-1]
+   -> 200, 12 widgets in stock
+2. The stock service goes down: the breaker opens, then recovers
+   server: GET /stock/gadget -> 503 [stock-check]
+   call 1: 503
+   server: GET /stock/gadget -> 503 [stock-check]
+   call 2: 503
+   server: GET /stock/gadget -> 503 [stock-check]
+   call 3: 503
+   server: GET /stock/gadget -> 503 [stock-check]
+   client 'stock': breaker closed -> open
+   call 4: 503
+   call 5: BrokenCircuitError, not sent (the server has seen 4 calls)
+   call 6: BrokenCircuitError, not sent (the server has seen 4 calls)
+   call 7: BrokenCircuitError, not sent (the server has seen 4 calls)
+   the service is back; the demo waits out the 0.3 s break
+   client 'stock': breaker open -> half_open
+   server: GET /stock/gadget -> 200 [stock-check]
+   client 'stock': breaker half_open -> closed
+   call 8, the probe: 200
+   server: GET /stock/gadget -> 200 [stock-check]
+   call 9: 200
+3. A POST is sent once: a retry could place the order twice
+   server: POST /orders -> 503 [order-1]
+   -> 503, not retried
+   The same POST with an Idempotency-Key is retried
+   server: POST /orders -> 503 [order-2] Idempotency-Key: order-7
+   client 'inventory': attempt 1 failed (503), retrying
+   server: POST /orders -> 503 [order-2] Idempotency-Key: order-7
+   client 'inventory': attempt 2 failed (503), retrying
+   server: POST /orders -> 201 [order-2] Idempotency-Key: order-7
+   -> 201 after three attempts
+The server is stopped.
+"""
+
+
+@pytest.mark.parametrize("where", ["repository root", "elsewhere"])
+def test_the_demo_prints_every_step(where: str, tmp_path: Path) -> None:
+    # sys.executable is the interpreter running the tests: the workspace venv.
+    # -W error: a warning in the demo is a failure, as in the test suite.
+    result = subprocess.run(
+        [sys.executable, "-W", "error", str(MAIN)],
+        cwd=ROOT if where == "repository root" else tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    assert result.stdout.splitlines() == EXPECTED.splitlines()

@@ -1,0 +1,75 @@
+"""Type-checked only (mypy --strict and pyright strict), never run.
+
+The transports are httpx transports, the factories return httpx clients, the
+options read from configuration, and listeners take the event union.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import assert_type
+
+import httpx
+
+from http_resilience import (
+    AsyncResilientTransport,
+    AttemptEvent,
+    BrokenCircuitError,
+    HttpEvent,
+    HttpEventListener,
+    HttpResilienceOptions,
+    RateLimitedError,
+    ResilienceError,
+    ResilientTransport,
+    create_async_client,
+    create_client,
+)
+from http_resilience.testing import FakeClock
+
+
+def on_event(event: HttpEvent) -> None:
+    if isinstance(event, AttemptEvent):
+        assert_type(event.outcome, str)
+        assert_type(event.duration, float)
+
+
+listener: HttpEventListener = on_event
+
+
+async def typed_async() -> None:
+    options = HttpResilienceOptions(max_retry_attempts=2)
+    assert_type(options.base_delay, timedelta)
+    transport = AsyncResilientTransport(
+        httpx.AsyncHTTPTransport(),
+        options=options,
+        name="orders",
+        clock=FakeClock(),
+        listeners=[listener],
+        random=lambda: 0.5,
+    )
+    base: httpx.AsyncBaseTransport = transport
+    assert_type(transport.will_retry(httpx.Request("GET", "http://x")), bool)
+    async with httpx.AsyncClient(transport=base) as client:
+        await client.get("http://x")
+    async with create_async_client("orders", options, base_url="http://x") as client:
+        assert_type(client, httpx.AsyncClient)
+        try:
+            await client.get("/")
+        except BrokenCircuitError as error:
+            assert_type(error.retry_after, float | None)
+        except RateLimitedError as error:
+            assert_type(error.retry_after, float | None)
+        except ResilienceError:
+            pass
+
+
+def typed_sync() -> None:
+    config = {"resilience": {"http": {"clients": {"orders": {"queue_limit": 5}}}}}
+    options = HttpResilienceOptions.from_config(config, client="orders")
+    assert_type(options, HttpResilienceOptions)
+    transport = ResilientTransport(config=config, name="orders")
+    base: httpx.BaseTransport = transport
+    with httpx.Client(transport=base) as client:
+        client.get("http://x")
+    with create_client("orders", config=config, timeout=5) as client:
+        assert_type(client, httpx.Client)
