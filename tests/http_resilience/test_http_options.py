@@ -300,4 +300,5 @@ def test_a_transport_without_options_reads_the_environment(
 ) -> None:
     monkeypatch.setenv("RESILIENCE__HTTP__CLIENTS__INVENTORY__MAX_RETRY_ATTEMPTS", "1")
     transport = ResilientTransport(name="inventory")
+    assert transport.options is not None
     assert transport.options.max_retry_attempts == 1

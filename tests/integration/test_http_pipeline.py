@@ -20,7 +20,10 @@ from http_resilience import (
     AttemptTimeoutError,
     BreakerEvent,
     BrokenCircuitError,
+    HedgeEvent,
     HttpResilienceOptions,
+    ResiliencePipeline,
+    TotalTimeoutError,
     create_async_client,
     create_client,
 )
@@ -228,3 +231,48 @@ async def test_a_refused_connection_is_retried_then_raised(
             await client.get(f"{fault_server.refused_url}/healthy")
     attempts = [e for e in events.seen if isinstance(e, AttemptEvent)]
     assert [e.outcome for e in attempts] == ["ConnectError"] * 4
+
+
+# --- hedging and custom pipelines --------------------------------------------------
+
+
+async def test_a_hedge_answers_after_the_delay_and_the_slow_first_is_aborted(
+    fault_server: FaultServer, key: str
+) -> None:
+    events = Events()
+    pipeline = ResiliencePipeline().add_hedging(delay="200ms")
+    async with create_async_client(
+        "catalog", pipeline=pipeline, listeners=[events]
+    ) as client:
+        started = time.perf_counter()
+        response = await client.get(f"{fault_server.url}/hedge/3?key={key}")
+        elapsed = time.perf_counter() - started
+    assert response.status_code == 200
+    assert response.json()["hit"] == 2  # the second attempt's answer
+    assert 0.2 <= elapsed < 1.5
+    await fault_server.wait_idle(key)
+    assert fault_server.hits(key) == 2
+    assert fault_server.aborted(key) == 1  # the first, cancelled mid-sleep
+    hedges = [e for e in events.seen if isinstance(e, HedgeEvent)]
+    assert [(e.attempt, e.reason) for e in hedges] == [(2, "delay")]
+
+
+async def test_an_outer_timeout_caps_retries_whose_attempts_an_inner_one_cuts(
+    fault_server: FaultServer, key: str
+) -> None:
+    pipeline = (
+        ResiliencePipeline()
+        .add_timeout(1)
+        .add_retry(max_retry_attempts=10, base_delay="1ms")
+        .add_timeout("300ms")
+    )
+    async with create_async_client("orders", pipeline=pipeline) as client:
+        started = time.perf_counter()
+        with pytest.raises(TotalTimeoutError, match="total timeout of 1 s"):
+            await client.get(f"{fault_server.url}/sleep/5?key={key}")
+        elapsed = time.perf_counter() - started
+    await fault_server.wait_idle(key)
+    # Three attempts cut at 300 ms each, the fourth at the outer second.
+    assert fault_server.hits(key) == 4
+    assert fault_server.aborted(key) == 4
+    assert 1.0 <= elapsed < 1.5

@@ -14,13 +14,19 @@ import httpx
 from http_resilience import (
     AsyncResilientTransport,
     AttemptEvent,
+    BreakerOptions,
     BrokenCircuitError,
+    HedgeEvent,
+    HedgingOptions,
     HttpEvent,
     HttpEventListener,
     HttpResilienceOptions,
+    LimiterOptions,
     RateLimitedError,
     ResilienceError,
+    ResiliencePipeline,
     ResilientTransport,
+    RetryOptions,
     create_async_client,
     create_client,
 )
@@ -73,3 +79,27 @@ def typed_sync() -> None:
         client.get("http://x")
     with create_client("orders", config=config, timeout=5) as client:
         assert_type(client, httpx.Client)
+
+
+async def typed_pipeline() -> None:
+    pipeline = (
+        ResiliencePipeline()
+        .add_timeout(timedelta(seconds=1))
+        .add_retry(RetryOptions(max_retry_attempts=2))
+        .add_breaker(BreakerOptions())
+        .add_limiter(LimiterOptions())
+        .add_hedging(HedgingOptions(delay=timedelta(milliseconds=200)))
+        .add_timeout("300ms")
+    )
+    assert_type(pipeline, ResiliencePipeline)
+    transport = AsyncResilientTransport(pipeline=pipeline, name="catalog")
+    assert_type(transport.pipeline, ResiliencePipeline | None)
+    assert_type(transport.options, HttpResilienceOptions | None)
+    async with create_async_client("catalog", pipeline=pipeline) as client:
+        assert_type(client, httpx.AsyncClient)
+
+
+def on_hedge(event: HttpEvent) -> None:
+    if isinstance(event, HedgeEvent):
+        assert_type(event.attempt, int)
+        assert_type(event.reason, str)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import httpx
 
+from http_resilience._builder import ResiliencePipeline
 from http_resilience._clock import Clock
 from http_resilience._events import HttpEventListener
 from http_resilience._options import HttpResilienceOptions
@@ -15,6 +16,7 @@ from http_resilience._transport import (
     ResilientTransport,
     refuse_second_layer,
     resolve_options,
+    resolve_pipeline,
 )
 
 __all__ = ["create_async_client", "create_client"]
@@ -49,16 +51,28 @@ def _split(
     return transport, building, mounts
 
 
+def _resolve(
+    options: object, pipeline: object, config: object, name: str, *, sync: bool
+) -> tuple[HttpResilienceOptions | None, ResiliencePipeline | None]:
+    """The standard pipeline's options, or the custom pipeline: checked once."""
+    if pipeline is None:
+        return resolve_options(
+            options, cast("Mapping[str, Any] | None", config), name
+        ), None
+    return None, resolve_pipeline(pipeline, options, config, name, sync=sync)
+
+
 def create_async_client(
     name: str = "default",
     options: HttpResilienceOptions | None = None,
     *,
+    pipeline: ResiliencePipeline | None = None,
     config: Mapping[str, Any] | None = None,
     clock: Clock | None = None,
     listeners: Sequence[HttpEventListener] = (),
     **httpx_kwargs: Any,
 ) -> httpx.AsyncClient:
-    """An `httpx.AsyncClient` whose transport runs the standard pipeline.
+    """An `httpx.AsyncClient` whose transport runs the standard pipeline, or yours.
 
     Build it once and keep it: the per-host breakers live on its transport, and
     a client rebuilt per call starts every breaker afresh.
@@ -74,8 +88,11 @@ def create_async_client(
     Args:
         name: The client's name: its configuration section, and in events,
             logs and errors.
-        options: The pipeline's options; None reads them for `name` from
-            `config` and the environment (`HttpResilienceOptions.from_config`).
+        options: The standard pipeline's options; None (and no `pipeline`)
+            reads them for `name` from `config` and the environment
+            (`HttpResilienceOptions.from_config`).
+        pipeline: A `ResiliencePipeline` to run instead of the standard one;
+            each transport builds its own strategies from it.
         config: The whole configuration mapping, read when `options` is None.
         clock: Where time is read and waits happen; `FakeClock` in tests.
         listeners: Called with every event.
@@ -85,8 +102,9 @@ def create_async_client(
     Raises:
         ResilienceLayerError: ``transport=`` or a mounted transport is already
             resilient: one resilience layer per client.
-        TypeError: A transport of the wrong kind, or ``proxy=`` beside
-            ``transport=`` (httpx would route around the pipeline).
+        TypeError: A transport of the wrong kind, ``proxy=`` beside
+            ``transport=`` (httpx would route around the pipeline), or
+            `pipeline` with `options` or `config`.
         pydantic.ValidationError: Invalid configuration, naming the client.
 
     Example:
@@ -102,7 +120,7 @@ def create_async_client(
         200
     """
     transport, building, mounts = _split(name, httpx_kwargs)
-    resolved = resolve_options(options, config, name)
+    resolved, custom = _resolve(options, pipeline, config, name, sync=False)
     inner = httpx.AsyncHTTPTransport(**building) if transport is None else transport
 
     def resilient(inner: object) -> AsyncResilientTransport:
@@ -114,6 +132,7 @@ def create_async_client(
         return AsyncResilientTransport(
             inner,
             options=resolved,
+            pipeline=custom,
             name=name,
             clock=clock,
             listeners=listeners,
@@ -133,6 +152,7 @@ def create_client(
     name: str = "default",
     options: HttpResilienceOptions | None = None,
     *,
+    pipeline: ResiliencePipeline | None = None,
     config: Mapping[str, Any] | None = None,
     clock: Clock | None = None,
     listeners: Sequence[HttpEventListener] = (),
@@ -143,6 +163,7 @@ def create_client(
     Args:
         name: As for `create_async_client`.
         options: As for `create_async_client`.
+        pipeline: As for `create_async_client`, without hedging.
         config: As for `create_async_client`.
         clock: As for `create_async_client`; waits use `sleep_sync`.
         listeners: As for `create_async_client`.
@@ -150,7 +171,8 @@ def create_client(
 
     Raises:
         ResilienceLayerError: As for `create_async_client`.
-        TypeError: As for `create_async_client`.
+        TypeError: As for `create_async_client`, and for a `pipeline` that
+            hedges: a blocking attempt cannot be cancelled.
         pydantic.ValidationError: Invalid configuration, naming the client.
 
     Example:
@@ -162,7 +184,7 @@ def create_client(
         200
     """
     transport, building, mounts = _split(name, httpx_kwargs)
-    resolved = resolve_options(options, config, name)
+    resolved, custom = _resolve(options, pipeline, config, name, sync=True)
     inner = httpx.HTTPTransport(**building) if transport is None else transport
 
     def resilient(inner: object) -> ResilientTransport:
@@ -174,6 +196,7 @@ def create_client(
         return ResilientTransport(
             inner,
             options=resolved,
+            pipeline=custom,
             name=name,
             clock=clock,
             listeners=listeners,

@@ -13,6 +13,7 @@ from typing import Literal, TypeAlias
 __all__ = [
     "AttemptEvent",
     "BreakerEvent",
+    "HedgeEvent",
     "HttpEvent",
     "HttpEventListener",
     "RejectionEvent",
@@ -92,8 +93,33 @@ class TimeoutEvent:
     after: float
 
 
+@dataclass(frozen=True, slots=True)
+class HedgeEvent:
+    """A hedged attempt is sent beside the attempts still in flight.
+
+    Attributes:
+        attempt: The hedged attempt's number: 2 for the first hedge.
+        after: Seconds since the call's first attempt was sent.
+        reason: ``"delay"`` when the attempt before it went `delay` without an
+            answer; else that attempt's failure: its status code as a string,
+            or the failure's type name.
+    """
+
+    client: str
+    method: str
+    host: str
+    attempt: int
+    after: float
+    reason: str
+
+
 HttpEvent: TypeAlias = (
-    AttemptEvent | RetryEvent | BreakerEvent | RejectionEvent | TimeoutEvent
+    AttemptEvent
+    | RetryEvent
+    | HedgeEvent
+    | BreakerEvent
+    | RejectionEvent
+    | TimeoutEvent
 )
 HttpEventListener: TypeAlias = Callable[[HttpEvent], None]
 """Called with every event, synchronously; it must be quick and must not raise."""

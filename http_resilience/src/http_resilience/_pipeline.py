@@ -83,6 +83,20 @@ class Call:
         self.phase_timeout: float | None = None
         self.owner: asyncio.Task[Any] | None = None
 
+    def fork(self, attempt: int) -> Call:
+        """A copy of this call for an attempt that runs beside others (a hedge).
+
+        The copy has the same deadline; its `owner` is left unset, so the
+        strategies inside look up the task the attempt runs in (its own).
+        """
+        twin = Call(self.client, self.method, self.host)
+        twin.attempt = attempt
+        twin.deadline = self.deadline
+        twin.deadline_kind = self.deadline_kind
+        twin.deadline_span = self.deadline_span
+        twin.phase_timeout = self.phase_timeout
+        return twin
+
     def where(self) -> str:
         """``"GET https://host:443 (client 'name')"``, for messages."""
         return f"{self.method} {self.host} (client {self.client!r})"

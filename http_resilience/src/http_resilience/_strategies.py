@@ -30,6 +30,7 @@ from http_resilience._limiter import (
 )
 from http_resilience._options import HttpResilienceOptions
 from http_resilience._pipeline import Call, Handler
+from http_resilience._strategy_options import BreakerOptions
 from http_resilience._telemetry import Telemetry
 
 __all__ = ["SHARED_HOST", "BreakerStrategy", "LimiterStrategy"]
@@ -128,7 +129,7 @@ class BreakerStrategy:
         self,
         next: Handler,
         *,
-        options: HttpResilienceOptions,
+        options: HttpResilienceOptions | BreakerOptions,
         clock: Clock,
         telemetry: Telemetry,
     ) -> None:

@@ -15,6 +15,7 @@ from http_resilience._breaker import OPEN, BreakerState
 from http_resilience._events import (
     AttemptEvent,
     BreakerEvent,
+    HedgeEvent,
     HttpEvent,
     HttpEventListener,
     RejectionEvent,
@@ -25,8 +26,9 @@ from http_resilience._events import (
 __all__ = ["LOGGER", "Telemetry"]
 
 LOGGER = logging.getLogger("http_resilience")
-"""Where the pipeline logs: retries and timeouts at WARNING, a breaker opening
-at WARNING and its other transitions at INFO, attempts and rejections at DEBUG."""
+"""Where the pipeline logs: retries and timeouts at WARNING, hedges at INFO, a
+breaker opening at WARNING and its other transitions at INFO, attempts and
+rejections at DEBUG."""
 
 
 class Telemetry:
@@ -85,6 +87,22 @@ class Telemetry:
         )
         if self.listeners:
             self._emit(RetryEvent(self.client, method, host, attempt, delay, reason))
+
+    def hedge(
+        self, method: str, host: str, attempt: int, after: float, reason: str
+    ) -> None:
+        """Hedged attempt `attempt` is sent `after` seconds into the call."""
+        LOGGER.info(
+            "%s %s (client %r): sending hedged attempt %d after %.3f s (%s)",
+            method,
+            host,
+            self.client,
+            attempt,
+            after,
+            reason,
+        )
+        if self.listeners:
+            self._emit(HedgeEvent(self.client, method, host, attempt, after, reason))
 
     def breaker(self, host: str, previous: BreakerState, current: BreakerState) -> None:
         """The breaker of `host` went from `previous` to `current`."""

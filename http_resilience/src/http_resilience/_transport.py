@@ -2,8 +2,9 @@
 
 A resilient transport wraps any httpx transport and runs each request through
 the standard pipeline, outermost first: concurrency limiter, total timeout,
-retry, circuit breaker, attempt timeout. The strategies are small objects
-chained once per transport (`standard_pipeline`); the two transports are thin
+retry, circuit breaker, attempt timeout; or through a `ResiliencePipeline` of
+your own. The strategies are small objects chained once per transport
+(`standard_pipeline`, `ResiliencePipeline.build`); the two transports are thin
 drivers that build a `Call` per request and hand it to the chain.
 """
 
@@ -17,6 +18,7 @@ from typing import Any
 
 import httpx
 
+from http_resilience._builder import ResiliencePipeline
 from http_resilience._clock import SYSTEM_CLOCK, Clock
 from http_resilience._errors import ResilienceLayerError
 from http_resilience._events import HttpEventListener
@@ -33,6 +35,7 @@ __all__ = [
     "ResilientTransport",
     "refuse_second_layer",
     "resolve_options",
+    "resolve_pipeline",
     "standard_pipeline",
 ]
 
@@ -128,11 +131,45 @@ def resolve_options(
     return options
 
 
+def resolve_pipeline(
+    pipeline: object, options: object, config: object, name: str, *, sync: bool
+) -> ResiliencePipeline:
+    """`pipeline`, checked for the transport it goes to.
+
+    Raises:
+        TypeError: `options` or `config` given as well (they configure the
+            standard pipeline), `pipeline` is not a `ResiliencePipeline`, or it
+            hedges and the client is sync.
+    """
+    if options is not None:
+        raise TypeError(
+            f"HTTP client {name!r}: give options= (the standard pipeline) or "
+            "pipeline= (your own), not both"
+        )
+    if config is not None:
+        raise TypeError(
+            f"HTTP client {name!r}: config= configures the standard pipeline; "
+            "a pipeline= carries its own options"
+        )
+    if not isinstance(pipeline, ResiliencePipeline):
+        raise TypeError(
+            f"HTTP client {name!r}: pipeline must be a ResiliencePipeline, "
+            f"got {type(pipeline).__qualname__}"
+        )
+    if sync and pipeline.hedges:
+        raise TypeError(
+            f"HTTP client {name!r}: hedging needs an async client; a sync "
+            "attempt cannot be cancelled, so a hedge's loser would run to its end"
+        )
+    return pipeline
+
+
 class _Resilient:
     """What the two transports share: options, decision, chain, layer checks."""
 
     name: str
-    options: HttpResilienceOptions
+    options: HttpResilienceOptions | None
+    pipeline: ResiliencePipeline | None
 
     def _setup(
         self,
@@ -143,19 +180,40 @@ class _Resilient:
         clock: Clock | None,
         listeners: Sequence[HttpEventListener],
         random: Callable[[], float] | None,
+        pipeline: object,
     ) -> None:
         self.name = name
-        self.options = resolve_options(options, config, name)
         self._telemetry = Telemetry(name, listeners)
+        if pipeline is not None:
+            self.pipeline = resolve_pipeline(
+                pipeline,
+                options,
+                config,
+                name,
+                sync=isinstance(self, httpx.BaseTransport),
+            )
+            self.options = None
+            built = self.pipeline.build(
+                Send(inner),
+                clock=clock or SYSTEM_CLOCK,
+                telemetry=self._telemetry,
+                random=random,
+            )
+            self._chain = built.handler
+            self._will_retry = built.will_retry
+            return
+        self.pipeline = None
+        options = self.options = resolve_options(options, config, name)
         self._decision = RetryDecision(
-            max_retry_attempts=self.options.max_retry_attempts,
-            base_delay=self.options.base_delay.total_seconds(),
-            retry_unsafe_methods=self.options.retry_unsafe_methods,
+            max_retry_attempts=options.max_retry_attempts,
+            base_delay=options.base_delay.total_seconds(),
+            retry_unsafe_methods=options.retry_unsafe_methods,
             random=random or _random.random,
         )
+        self._will_retry = self._decision.will_retry
         self._chain, self._breakers = standard_pipeline(
             Send(inner),
-            self.options,
+            options,
             clock=clock or SYSTEM_CLOCK,
             telemetry=self._telemetry,
             decision=self._decision,
@@ -166,9 +224,11 @@ class _Resilient:
 
         True when retries are on, the method is safe or idempotent (or unsafe
         methods are allowed, or the request has an ``Idempotency-Key``), and
-        the body can be replayed. Says nothing of time or the breaker.
+        the body can be replayed. Says nothing of time or the breaker. With a
+        custom pipeline: whether one of its retries would, or its hedging
+        could send it more than once.
         """
-        return self._decision.will_retry(request)
+        return self._will_retry(request)
 
     def _call(self, request: httpx.Request, owner: Callable[[], object]) -> Call:
         # A mark is rare: looking up who runs this call is paid for only then.
@@ -200,13 +260,18 @@ class AsyncResilientTransport(_Resilient, httpx.AsyncBaseTransport):
     deadline, so the client's ``timeout=`` neither cuts an attempt short nor
     outlasts it.
 
+    Give `pipeline` instead of `options` to run strategies of your own, in
+    your own order (`ResiliencePipeline`), hedging included.
+
     It runs on asyncio, on one event loop at a time.
 
     Args:
         inner: The transport that sends; default `httpx.AsyncHTTPTransport()`.
-        options: The pipeline's options. When None, they are read for `name`
-            from `config` and ``RESILIENCE__HTTP__...`` environment variables
-            (see `HttpResilienceOptions.from_config`).
+        options: The standard pipeline's options. When None (and no
+            `pipeline`), they are read for `name` from `config` and
+            ``RESILIENCE__HTTP__...`` environment variables (see
+            `HttpResilienceOptions.from_config`).
+        pipeline: A custom pipeline to run instead of the standard one.
         config: The whole configuration mapping, read when `options` is None.
         name: The client's name, in events, logs and errors.
         clock: Where time is read and waits happen; `FakeClock` in tests.
@@ -217,9 +282,14 @@ class AsyncResilientTransport(_Resilient, httpx.AsyncBaseTransport):
         ResilienceLayerError: `inner` is already resilient; on a request, if it
             is an attempt of another resilient transport (hidden behind a
             wrapper) running in the same task.
-        TypeError: `inner` is not an async transport, or `options` is not
-            `HttpResilienceOptions`.
+        TypeError: `inner` is not an async transport, `options` is not
+            `HttpResilienceOptions`, or `pipeline` is given with `options` or
+            `config`.
         pydantic.ValidationError: The configuration is invalid, naming `name`.
+
+    Attributes:
+        options: The standard pipeline's options; None with a `pipeline`.
+        pipeline: The custom pipeline; None for the standard one.
 
     Example:
         >>> import asyncio
@@ -239,6 +309,7 @@ class AsyncResilientTransport(_Resilient, httpx.AsyncBaseTransport):
         inner: httpx.AsyncBaseTransport | None = None,
         *,
         options: HttpResilienceOptions | None = None,
+        pipeline: ResiliencePipeline | None = None,
         config: Mapping[str, Any] | None = None,
         name: str = "default",
         clock: Clock | None = None,
@@ -254,7 +325,7 @@ class AsyncResilientTransport(_Resilient, httpx.AsyncBaseTransport):
                 f"transport, got {type(inner).__qualname__}"
             )
         self._inner = inner
-        self._setup(inner, options, config, name, clock, listeners, random)
+        self._setup(inner, options, config, name, clock, listeners, random, pipeline)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         """Send `request` through the pipeline.
@@ -289,6 +360,7 @@ class ResilientTransport(_Resilient, httpx.BaseTransport):
     Args:
         inner: The transport that sends; default `httpx.HTTPTransport()`.
         options: As for `AsyncResilientTransport`.
+        pipeline: As for `AsyncResilientTransport`, without hedging.
         config: As for `AsyncResilientTransport`.
         name: As for `AsyncResilientTransport`.
         clock: As for `AsyncResilientTransport`; waits use `sleep_sync`.
@@ -297,8 +369,10 @@ class ResilientTransport(_Resilient, httpx.BaseTransport):
 
     Raises:
         ResilienceLayerError: As for `AsyncResilientTransport`.
-        TypeError: `inner` is not a sync transport, or `options` is not
-            `HttpResilienceOptions`.
+        TypeError: `inner` is not a sync transport, `options` is not
+            `HttpResilienceOptions`, `pipeline` is given with `options` or
+            `config`, or `pipeline` hedges (a blocking attempt cannot be
+            cancelled, so a hedge's loser would run on to its end).
         pydantic.ValidationError: The configuration is invalid, naming `name`.
 
     Example:
@@ -315,6 +389,7 @@ class ResilientTransport(_Resilient, httpx.BaseTransport):
         inner: httpx.BaseTransport | None = None,
         *,
         options: HttpResilienceOptions | None = None,
+        pipeline: ResiliencePipeline | None = None,
         config: Mapping[str, Any] | None = None,
         name: str = "default",
         clock: Clock | None = None,
@@ -330,7 +405,7 @@ class ResilientTransport(_Resilient, httpx.BaseTransport):
                 f"got {type(inner).__qualname__}"
             )
         self._inner = inner
-        self._setup(inner, options, config, name, clock, listeners, random)
+        self._setup(inner, options, config, name, clock, listeners, random, pipeline)
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         """Send `request` through the pipeline; raises as the async twin does."""
