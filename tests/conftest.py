@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.fault_proxy import fault_proxy
 from tests.support.fault_server import fault_server
 from tests.support.postgres import postgres_url
 
-__all__ = ["fault_server", "postgres_url"]
+__all__ = ["fault_proxy", "fault_server", "postgres_url"]
 
 
 @pytest.fixture

@@ -54,15 +54,20 @@ def host_key(url: httpx.URL) -> str:
         >>> host_key(httpx.URL("http://[::1]:8080/"))
         'http://[::1]:8080'
     """
+    # A client sends to few hosts, over and over: the key is made once per
+    # (scheme, host, port), from a bounded cache.
+    return _key(url.scheme, url.host, url.port)
+
+
+@functools.lru_cache(maxsize=256)
+def _key(scheme: str, host: str, port: int | None) -> str:
     # httpx gives the scheme and a named host in lower case already (a named
     # host IDNA-decoded); an IPv6 host keeps the case it was written in.
-    scheme = url.scheme
-    host = url.host
     if host.endswith("."):
         host = host.rstrip(".")
     if ":" in host:
         host = f"[{host.lower()}]"
-    port = url.port or DEFAULT_PORTS.get(scheme)
+    port = port or DEFAULT_PORTS.get(scheme)
     return f"{scheme}://{host}" if port is None else f"{scheme}://{host}:{port}"
 
 

@@ -98,7 +98,17 @@ class TimeoutStrategy:
         # because this runs on every attempt.
         deadline, kind, span = call.deadline, call.deadline_kind, call.deadline_span
         phase_timeout = call.phase_timeout
-        left = self._narrow(call, now)
+        # `_narrow`, inline: this runs twice per attempt in the standard chain.
+        seconds = self._seconds
+        if now + seconds < deadline:
+            call.deadline = now + seconds
+            call.deadline_kind = self._kind
+            call.deadline_span = seconds
+            left = seconds
+        else:
+            left = deadline - now
+        if self._own_time:
+            call.phase_timeout = max(left, 0.0)
         try:
             if not self._cut:
                 return await self._next.handle(request, call)
