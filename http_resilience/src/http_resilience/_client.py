@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, cast
 
 import httpx
@@ -119,33 +119,23 @@ def create_async_client(
         >>> asyncio.run(main())
         200
     """
-    transport, building, mounts = _split(name, httpx_kwargs)
-    resolved, custom = _resolve(options, pipeline, config, name, sync=False)
-    inner = httpx.AsyncHTTPTransport(**building) if transport is None else transport
-
-    def resilient(inner: object) -> AsyncResilientTransport:
-        if not isinstance(inner, httpx.AsyncBaseTransport):
-            raise TypeError(
-                f"HTTP client {name!r}: an async client needs async transports, "
-                f"got {type(inner).__qualname__}"
-            )
-        return AsyncResilientTransport(
+    client = _build(
+        name,
+        options,
+        pipeline,
+        config,
+        httpx_kwargs,
+        sync=False,
+        make_resilient=lambda inner, resolved, custom: AsyncResilientTransport(
             inner,
             options=resolved,
             pipeline=custom,
             name=name,
             clock=clock,
             listeners=listeners,
-        )
-
-    return httpx.AsyncClient(
-        transport=resilient(inner),
-        mounts={
-            pattern: None if mounted is None else resilient(mounted)
-            for pattern, mounted in mounts.items()
-        },
-        **httpx_kwargs,
+        ),
     )
+    return cast(httpx.AsyncClient, client)
 
 
 def create_client(
@@ -183,27 +173,64 @@ def create_client(
         ...     client.get("http://inventory.local/items").status_code
         200
     """
-    transport, building, mounts = _split(name, httpx_kwargs)
-    resolved, custom = _resolve(options, pipeline, config, name, sync=True)
-    inner = httpx.HTTPTransport(**building) if transport is None else transport
-
-    def resilient(inner: object) -> ResilientTransport:
-        if not isinstance(inner, httpx.BaseTransport):
-            raise TypeError(
-                f"HTTP client {name!r}: a sync client needs sync transports, "
-                f"got {type(inner).__qualname__}"
-            )
-        return ResilientTransport(
+    client = _build(
+        name,
+        options,
+        pipeline,
+        config,
+        httpx_kwargs,
+        sync=True,
+        make_resilient=lambda inner, resolved, custom: ResilientTransport(
             inner,
             options=resolved,
             pipeline=custom,
             name=name,
             clock=clock,
             listeners=listeners,
-        )
+        ),
+    )
+    return cast(httpx.Client, client)
 
-    return httpx.Client(
-        transport=resilient(inner),
+
+def _build(
+    name: str,
+    options: HttpResilienceOptions | None,
+    pipeline: ResiliencePipeline | None,
+    config: Mapping[str, Any] | None,
+    httpx_kwargs: dict[str, Any],
+    *,
+    sync: bool,
+    make_resilient: Callable[
+        [Any, HttpResilienceOptions | None, ResiliencePipeline | None], object
+    ],
+) -> httpx.Client | httpx.AsyncClient:
+    """The one core of both factories.
+
+    Builds the inner transport, each mount and the client, with every
+    transport wrapped in its own pipeline.
+    """
+    transport, building, mounts = _split(name, httpx_kwargs)
+    resolved, custom = _resolve(options, pipeline, config, name, sync=sync)
+    if transport is None:
+        transport = (
+            httpx.HTTPTransport(**building)
+            if sync
+            else httpx.AsyncHTTPTransport(**building)
+        )
+    base = httpx.BaseTransport if sync else httpx.AsyncBaseTransport
+    kind = "a sync client needs sync" if sync else "an async client needs async"
+
+    def resilient(inner: object) -> Any:
+        if not isinstance(inner, base):
+            raise TypeError(
+                f"HTTP client {name!r}: {kind} transports, "
+                f"got {type(inner).__qualname__}"
+            )
+        return make_resilient(inner, resolved, custom)
+
+    client_class = httpx.Client if sync else httpx.AsyncClient
+    return client_class(
+        transport=resilient(transport),
         mounts={
             pattern: None if mounted is None else resilient(mounted)
             for pattern, mounted in mounts.items()
