@@ -13,7 +13,7 @@ MEMBERS := mediator/pyproject.toml mediator_resilience/pyproject.toml http_resil
 export UV_PYTHON_DOWNLOADS := never
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 
-.PHONY: demo test lint format bench docs venv clean
+.PHONY: demo test chaos lint format bench docs venv clean
 
 $(UV):
 	$(PYTHON) -m venv $(TOOLS)
@@ -31,7 +31,12 @@ demo: venv
 	$(BIN)/python samples/http_client/main.py
 
 test: venv
-	$(BIN)/python -m pytest --cov --cov-report=term $(PYTEST_ARGS)
+	$(BIN)/python -m pytest --cov --cov-report=term -m "not chaos" $(PYTEST_ARGS)
+
+# The chaos, load and fault scenarios (tests/chaos): loopback only, each bounded in
+# count and time, about a minute or two in all. CI runs them after `make test`.
+chaos: venv
+	$(BIN)/python -m pytest tests/chaos -m chaos $(PYTEST_ARGS)
 
 lint: venv
 	$(BIN)/ruff check .
