@@ -25,14 +25,20 @@ from http_resilience._classify import (
     is_replayable,
 )
 from http_resilience._clock import Clock, checkpoint
+from http_resilience._errors import BrokenCircuitError, RateLimitedError
 from http_resilience._pipeline import Call, Handler, close_quietly
 from http_resilience._telemetry import Telemetry
 
-__all__ = ["HEDGED_METHODS", "HedgingStrategy", "is_hedged"]
+__all__ = ["HEDGED_METHODS", "REFUSALS", "HedgingStrategy", "is_hedged"]
 
 HEDGED_METHODS: Final = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
 """The safe methods: two copies in flight change nothing on the server. PUT and
 DELETE are idempotent in sequence, not in parallel, and are not hedged."""
+
+REFUSALS: Final = (BrokenCircuitError, RateLimitedError)
+"""What a copy raises when a strategy inside the hedging refused to send it. A
+half-open breaker refuses every copy but its probe, so a hedge of the probe's
+own call is refused while the probe is in flight."""
 
 _DELAY: Final = "delay"
 
@@ -53,8 +59,11 @@ class HedgingStrategy:
     exception in `FAILURE_EXCEPTIONS`) has the next one sent at once. The first
     attempt that answers without failing wins: the others are cancelled and
     their responses closed. When every attempt fails, the last to end decides,
-    as in the retry: its response is returned, its exception raised. Any other
-    exception (a refusal, a timeout around the hedging, a bug) ends the call at
+    as in the retry: its response is returned, its exception raised. A copy
+    refused before it was sent (`REFUSALS`: a breaker or a limiter inside the
+    hedging) is no answer: while another copy is in flight the call waits for
+    that one, and the refusal ends the call only when no copy is left. Any
+    other exception (a timeout around the hedging, a bug) ends the call at
     once.
 
     Requests whose method is not in `HEDGED_METHODS`, or whose body cannot be
@@ -145,6 +154,11 @@ class HedgingStrategy:
                         reason = str(outcome.status_code)
                     elif isinstance(outcome, FAILURE_EXCEPTIONS):
                         reason = type(outcome).__name__
+                    elif running and isinstance(outcome, REFUSALS):
+                        # Never sent, so no answer: the copies in flight go
+                        # on. Ending the call here would cancel them, the
+                        # probe of a half-open breaker among them.
+                        continue
                     else:
                         raise outcome
                     if isinstance(last, httpx.Response):
