@@ -15,7 +15,10 @@ from pydantic import BeforeValidator, TypeAdapter, ValidationError
 
 __all__ = ["Duration"]
 
-_SHORT = re.compile(r"\s*(?P<number>\d+(?:\.\d*)?|\.\d+)\s*(?P<unit>ms|s|m|h)?\s*")
+# ASCII digits and spaces only: fullwidth or Arabic-Indic digits are no duration.
+_SHORT = re.compile(
+    r"\s*(?P<number>\d+(?:\.\d*)?|\.\d+)\s*(?P<unit>ms|s|m|h)?\s*", re.ASCII
+)
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 _TIMEDELTA: TypeAdapter[timedelta] = TypeAdapter(timedelta)
 
@@ -27,9 +30,14 @@ def _read_short_form(value: object) -> object:
     if isinstance(value, str):
         found = _SHORT.fullmatch(value.lower())
         if found is not None:
-            return timedelta(
-                seconds=float(found["number"]) * _UNIT_SECONDS[found["unit"] or "s"]
-            )
+            seconds = float(found["number"]) * _UNIT_SECONDS[found["unit"] or "s"]
+            try:
+                return timedelta(seconds=seconds)
+            except OverflowError:
+                # Raised as it is, it would escape pydantic unnamed.
+                raise ValueError(
+                    "too long a duration: it may not exceed 999,999,999 days"
+                ) from None
         try:
             return _TIMEDELTA.validate_python(value)
         except ValidationError:

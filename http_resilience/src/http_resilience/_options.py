@@ -5,9 +5,17 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any, ClassVar, Final, Self, cast
+from typing import Annotated, Any, ClassVar, Final, Self, cast
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    model_validator,
+)
 
 from http_resilience._duration import Duration
 
@@ -27,7 +35,9 @@ __all__ = [
     "DEFAULT_SAMPLING_DURATION",
     "DEFAULT_TOTAL_REQUEST_TIMEOUT",
     "ENVIRONMENT_PREFIX",
+    "Count",
     "HttpResilienceOptions",
+    "Ratio",
 ]
 
 DEFAULT_MAX_RETRY_ATTEMPTS: Final = 3
@@ -47,6 +57,20 @@ DEFAULT_OWN_TRANSPORT_TIMEOUT: Final = True
 ENVIRONMENT_PREFIX: Final = "RESILIENCE__HTTP__"
 
 _CLIENTS = "clients"
+
+
+def _not_a_bool(value: object) -> object:
+    if isinstance(value, bool):
+        # pydantic would read True as 1: `max_retry_attempts = true` in a
+        # configuration file is a slip, not one retry.
+        raise ValueError("give a number, not true or false")
+    return value
+
+
+Count = Annotated[int, BeforeValidator(_not_a_bool)]
+"""An `int` field that refuses True and False (pydantic would read 1 and 0)."""
+Ratio = Annotated[float, BeforeValidator(_not_a_bool)]
+"""A `float` field that refuses True and False (pydantic would read 1.0, 0.0)."""
 
 
 class HttpResilienceOptions(BaseModel):
@@ -96,7 +120,8 @@ class HttpResilienceOptions(BaseModel):
         pydantic.ValidationError: On construction, naming every invalid field;
             the two cross-field rules name both fields, and the client when the
             options are read for one (`from_config`, or validation context
-            ``{"client": name}``).
+            ``{"client": name}``). Counts and `failure_ratio` refuse True and
+            False.
 
     Example:
         >>> options = HttpResilienceOptions(max_retry_attempts=2, base_delay="100ms")
@@ -108,23 +133,23 @@ class HttpResilienceOptions(BaseModel):
 
     SECTION: ClassVar[str] = "resilience.http"
 
-    max_retry_attempts: int = Field(default=DEFAULT_MAX_RETRY_ATTEMPTS, ge=0)
+    max_retry_attempts: Count = Field(default=DEFAULT_MAX_RETRY_ATTEMPTS, ge=0)
     base_delay: Duration = Field(default=DEFAULT_BASE_DELAY, ge=timedelta(0))
     attempt_timeout: Duration = Field(default=DEFAULT_ATTEMPT_TIMEOUT, gt=timedelta(0))
     total_request_timeout: Duration = Field(
         default=DEFAULT_TOTAL_REQUEST_TIMEOUT, gt=timedelta(0)
     )
-    failure_ratio: float = Field(default=DEFAULT_FAILURE_RATIO, gt=0.0, le=1.0)
+    failure_ratio: Ratio = Field(default=DEFAULT_FAILURE_RATIO, gt=0.0, le=1.0)
     sampling_duration: Duration = Field(
         default=DEFAULT_SAMPLING_DURATION, gt=timedelta(0)
     )
-    minimum_throughput: int = Field(default=DEFAULT_MINIMUM_THROUGHPUT, ge=1)
+    minimum_throughput: Count = Field(default=DEFAULT_MINIMUM_THROUGHPUT, ge=1)
     break_duration: Duration = Field(default=DEFAULT_BREAK_DURATION, gt=timedelta(0))
-    concurrency_limit: int = Field(default=DEFAULT_CONCURRENCY_LIMIT, ge=1)
-    queue_limit: int = Field(default=DEFAULT_QUEUE_LIMIT, ge=0)
+    concurrency_limit: Count = Field(default=DEFAULT_CONCURRENCY_LIMIT, ge=1)
+    queue_limit: Count = Field(default=DEFAULT_QUEUE_LIMIT, ge=0)
     retry_unsafe_methods: bool = DEFAULT_RETRY_UNSAFE_METHODS
     breaker_per_host: bool = DEFAULT_BREAKER_PER_HOST
-    maximum_hosts: int = Field(default=DEFAULT_MAXIMUM_HOSTS, ge=1)
+    maximum_hosts: Count = Field(default=DEFAULT_MAXIMUM_HOSTS, ge=1)
     own_transport_timeout: bool = DEFAULT_OWN_TRANSPORT_TIMEOUT
 
     @model_validator(mode="after")
@@ -168,7 +193,9 @@ class HttpResilienceOptions(BaseModel):
         5. ``RESILIENCE__HTTP__CLIENTS__<CLIENT>__<FIELD>`` environment variables.
 
         Environment names are matched in any case, and ``-`` in a client's name
-        matches ``_``. An unknown key in a section or after a prefix is an error.
+        matches ``_``. An unknown key in a section or after a prefix is an error,
+        and so is a ``RESILIENCE__HTTP__CLIENTS__<CLIENT>`` variable without a
+        field.
 
         Args:
             config: The whole configuration, as nested mappings read from TOML,
@@ -177,9 +204,9 @@ class HttpResilienceOptions(BaseModel):
             environ: The environment; `os.environ` when not given.
 
         Raises:
-            pydantic.ValidationError: An unknown key or an invalid value, named,
-                with the client.
-            TypeError: A section that is not a mapping.
+            pydantic.ValidationError: An unknown key or an invalid value, named;
+                the title names the client.
+            TypeError: A section that is not a mapping, named, with the client.
 
         Example:
             >>> HttpResilienceOptions.from_config(
@@ -192,15 +219,27 @@ class HttpResilienceOptions(BaseModel):
             ... ).max_retry_attempts
             0
         """
-        section = _section(config or {}, cls.SECTION)
+        where = f"HTTP client {client!r}: "
+        section = _section(config or {}, cls.SECTION, where)
         values: dict[str, Any] = {k: v for k, v in section.items() if k != _CLIENTS}
-        clients = _mapping(section.get(_CLIENTS, {}), f"{cls.SECTION}.{_CLIENTS}")
-        values.update(_mapping(clients.get(client, {}), f"{cls.SECTION}.{_CLIENTS}"))
+        clients = _mapping(
+            section.get(_CLIENTS, {}), f"{cls.SECTION}.{_CLIENTS}", where
+        )
+        own_section = clients.get(client, {})
+        if not isinstance(own_section, Mapping):
+            raise TypeError(
+                f"{where}configuration section '{cls.SECTION}.{_CLIENTS}' holds "
+                f"a value of type {type(own_section).__name__} for it, not a mapping"
+            )
+        values.update(cast("Mapping[str, Any]", own_section))
         environment = os.environ if environ is None else environ
         shared, own = _from_environment(environment, client)
         values.update(shared)
         values.update(own)
-        return cls.model_validate(values, context={"client": client})
+        try:
+            return cls.model_validate(values, context={"client": client})
+        except ValidationError as error:
+            raise _naming(error, client) from None
 
 
 def _seconds(duration: timedelta) -> str:
@@ -224,24 +263,39 @@ def _from_environment(
             continue
         rest = upper[len(ENVIRONMENT_PREFIX) :]
         if rest.startswith(clients_prefix):
-            named, _, field = rest[len(clients_prefix) :].rpartition("__")
-            if named == wanted:
+            named, separator, field = rest[len(clients_prefix) :].rpartition("__")
+            if not separator:
+                # No field after the client's name: a key no client knows.
+                shared[rest.lower()] = value
+            elif named == wanted:
                 own[field.lower()] = value
         else:
             shared[rest.lower()] = value
     return shared, own
 
 
-def _mapping(found: object, where: str) -> Mapping[str, Any]:
+def _mapping(found: object, where: str, prefix: str) -> Mapping[str, Any]:
     if not isinstance(found, Mapping):
-        raise TypeError(f"configuration section {where!r} is not a mapping")
+        raise TypeError(f"{prefix}configuration section {where!r} is not a mapping")
     return cast("Mapping[str, Any]", found)
 
 
-def _section(config: Mapping[str, Any], dotted: str) -> Mapping[str, Any]:
-    found: Mapping[str, Any] = _mapping(config, "(root)")
+def _section(config: Mapping[str, Any], dotted: str, prefix: str) -> Mapping[str, Any]:
+    found: Mapping[str, Any] = _mapping(config, "(root)", prefix)
     path: list[str] = []
     for part in dotted.split("."):
         path.append(part)
-        found = _mapping(found.get(part, {}), ".".join(path))
+        found = _mapping(found.get(part, {}), ".".join(path), prefix)
     return found
+
+
+def _naming(error: ValidationError, client: str) -> ValidationError:
+    """`error` again, its title naming the client (or a note, if it cannot be)."""
+    try:
+        return ValidationError.from_exception_data(
+            f"HttpResilienceOptions of HTTP client {client!r}",
+            cast("Any", error.errors()),
+        )
+    except (KeyError, TypeError, ValueError):  # an error type pydantic cannot rebuild
+        error.add_note(f"in the options of HTTP client {client!r}")
+        return error

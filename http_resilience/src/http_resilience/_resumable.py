@@ -19,7 +19,14 @@ from http_resilience._stream_retry import check_options, retry_stream, retry_str
 
 __all__ = ["resumable_bytes", "resumable_bytes_sync"]
 
-_CONTENT_RANGE: Final = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)", re.IGNORECASE)
+# ASCII digits, at most 18 of them (an exabyte): `int` refuses a string of
+# more than 4,300 digits, and a non-ASCII digit is no number in HTTP.
+_LENGTH: Final = r"[0-9]{1,18}"
+_CONTENT_RANGE: Final = re.compile(
+    rf"bytes\s+({_LENGTH})-({_LENGTH})/({_LENGTH}|\*)", re.IGNORECASE | re.ASCII
+)
+_CONTENT_LENGTH: Final = re.compile(_LENGTH)
+_SENDABLE: Final = re.compile(r"[\x20-\x7e]+")
 _OK: Final = 200
 _PARTIAL_CONTENT: Final = 206
 _RANGE_NOT_SATISFIABLE: Final = 416
@@ -158,13 +165,18 @@ class _Download:
 
     def _learn(self, response: httpx.Response) -> None:
         etag = response.headers.get("ETag")
-        # If-Range takes a strong validator only (RFC 9110, 13.1.5).
-        if etag is not None and etag.startswith('"'):
+        modified = response.headers.get("Last-Modified")
+        # If-Range takes a strong validator only (RFC 9110, 13.1.5), and it is
+        # sent back in a header of ours, which httpx writes in ASCII: any other
+        # value would fail the resume (UnicodeEncodeError), so none is learned.
+        if etag is not None and etag.startswith('"') and _SENDABLE.fullmatch(etag):
             self.validator = etag
+        elif modified is not None and _SENDABLE.fullmatch(modified):
+            self.validator = modified
         else:
-            self.validator = response.headers.get("Last-Modified")
+            self.validator = None
         length = response.headers.get("Content-Length", "")
-        self.length = int(length) if length.isdigit() else None
+        self.length = int(length) if _CONTENT_LENGTH.fullmatch(length) else None
 
 
 def _build_request(

@@ -2,9 +2,9 @@
 
 A malformed value is ignored (the caller falls back to its own backoff), never
 raised: a server's bad header must not break the client. What counts as
-malformed: a sign, a fraction, more than `MAX_DIGITS` digits, digits outside
-ASCII, a date without its ``GMT`` zone or with an impossible day, and a header
-sent more than once (which of two waits would be meant?).
+malformed: a sign, a fraction, more than `MAX_DIGITS` digits, digits or letters
+outside ASCII, a date without its ``GMT`` zone or with an impossible day, and a
+header sent more than once (which of two waits would be meant?).
 """
 
 from __future__ import annotations
@@ -36,15 +36,17 @@ _MONTH = r"(?P<month>Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
 _TIME = r"(?P<hour>[0-9]{2}):(?P<minute>[0-9]{2}):(?P<second>[0-9]{2})"
 _IMF_FIXDATE = re.compile(
     rf"{_DAY}, (?P<day>[0-9]{{2}}) {_MONTH} (?P<year>[0-9]{{4}}) {_TIME} GMT",
-    re.IGNORECASE,
+    # Without ASCII, IGNORECASE matches the long s (U+017F) for "s", the Kelvin
+    # sign for "k", ...: a month read that way is no key of `_MONTHS`.
+    re.IGNORECASE | re.ASCII,
 )
 _RFC850 = re.compile(
     rf"{_LONG_DAY}, (?P<day>[0-9]{{2}})-{_MONTH}-(?P<year>[0-9]{{2}}) {_TIME} GMT",
-    re.IGNORECASE,
+    re.IGNORECASE | re.ASCII,
 )
 _ASCTIME = re.compile(
     rf"{_DAY} {_MONTH} (?P<day>[0-9]{{2}}| [0-9]) {_TIME} (?P<year>[0-9]{{4}})",
-    re.IGNORECASE,
+    re.IGNORECASE | re.ASCII,
 )
 _MONTHS: Final = {
     name: number

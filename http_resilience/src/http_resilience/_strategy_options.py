@@ -24,6 +24,8 @@ from http_resilience._options import (
     DEFAULT_QUEUE_LIMIT,
     DEFAULT_RETRY_UNSAFE_METHODS,
     DEFAULT_SAMPLING_DURATION,
+    Count,
+    Ratio,
 )
 
 __all__ = [
@@ -67,7 +69,7 @@ class RetryOptions(BaseModel):
 
     model_config = _FROZEN
 
-    max_retry_attempts: int = Field(default=DEFAULT_MAX_RETRY_ATTEMPTS, ge=0)
+    max_retry_attempts: Count = Field(default=DEFAULT_MAX_RETRY_ATTEMPTS, ge=0)
     base_delay: Duration = Field(default=DEFAULT_BASE_DELAY, ge=timedelta(0))
     retry_unsafe_methods: bool = DEFAULT_RETRY_UNSAFE_METHODS
 
@@ -98,14 +100,14 @@ class BreakerOptions(BaseModel):
 
     model_config = _FROZEN
 
-    failure_ratio: float = Field(default=DEFAULT_FAILURE_RATIO, gt=0.0, le=1.0)
+    failure_ratio: Ratio = Field(default=DEFAULT_FAILURE_RATIO, gt=0.0, le=1.0)
     sampling_duration: Duration = Field(
         default=DEFAULT_SAMPLING_DURATION, gt=timedelta(0)
     )
-    minimum_throughput: int = Field(default=DEFAULT_MINIMUM_THROUGHPUT, ge=1)
+    minimum_throughput: Count = Field(default=DEFAULT_MINIMUM_THROUGHPUT, ge=1)
     break_duration: Duration = Field(default=DEFAULT_BREAK_DURATION, gt=timedelta(0))
     breaker_per_host: bool = DEFAULT_BREAKER_PER_HOST
-    maximum_hosts: int = Field(default=DEFAULT_MAXIMUM_HOSTS, ge=1)
+    maximum_hosts: Count = Field(default=DEFAULT_MAXIMUM_HOSTS, ge=1)
 
 
 class LimiterOptions(BaseModel):
@@ -126,8 +128,8 @@ class LimiterOptions(BaseModel):
 
     model_config = _FROZEN
 
-    concurrency_limit: int = Field(default=DEFAULT_CONCURRENCY_LIMIT, ge=1)
-    queue_limit: int = Field(default=DEFAULT_QUEUE_LIMIT, ge=0)
+    concurrency_limit: Count = Field(default=DEFAULT_CONCURRENCY_LIMIT, ge=1)
+    queue_limit: Count = Field(default=DEFAULT_QUEUE_LIMIT, ge=0)
 
 
 class HedgingOptions(BaseModel):
@@ -159,7 +161,7 @@ class HedgingOptions(BaseModel):
     model_config = _FROZEN
 
     delay: Duration = Field(default=DEFAULT_HEDGING_DELAY, gt=timedelta(0))
-    max_hedged_attempts: int = Field(default=DEFAULT_MAX_HEDGED_ATTEMPTS, ge=1)
+    max_hedged_attempts: Count = Field(default=DEFAULT_MAX_HEDGED_ATTEMPTS, ge=1)
 
 
 class TimeoutOptions(BaseModel):

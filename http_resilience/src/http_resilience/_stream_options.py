@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from http_resilience._clock import SYSTEM_CLOCK, Clock
 from http_resilience._duration import Duration
+from http_resilience._options import Count
 
 __all__ = [
     "CANCELLATION",
@@ -120,7 +121,7 @@ class StreamRetryOptions(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
 
-    max_retry_attempts: int = Field(default=DEFAULT_MAX_RETRY_ATTEMPTS, ge=0)
+    max_retry_attempts: Count = Field(default=DEFAULT_MAX_RETRY_ATTEMPTS, ge=0)
     base_delay: Duration = Field(default=DEFAULT_BASE_DELAY, ge=timedelta(0))
     max_delay: Duration = Field(default=DEFAULT_MAX_DELAY, ge=timedelta(0))
     use_jitter: bool = DEFAULT_USE_JITTER

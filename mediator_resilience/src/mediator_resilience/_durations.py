@@ -21,7 +21,8 @@ def parse_duration(value: Any) -> Any:
 
     Numbers are seconds. Strings take one unit (``ms``, ``s``, ``m``, ``h``), a
     bare number of seconds, or ISO 8601 (``PT0.2S``), which pydantic reads.
-    Negative, infinite and not-a-number values are refused.
+    Negative, infinite and not-a-number values are refused, and so are
+    durations past 999,999,999 days, which `timedelta` cannot hold.
     """
     if isinstance(value, bool):
         raise ValueError("a duration is a number of seconds or a string like '200ms'")
@@ -30,14 +31,24 @@ def parse_duration(value: Any) -> Any:
             raise ValueError(
                 f"a duration must be finite and not negative, got {value!r}"
             )
-        return timedelta(seconds=value)
+        return _seconds(value)
     if isinstance(value, str):
         match = _WITH_UNIT.match(value)
         if match:
-            return timedelta(seconds=float(match[1]) * _UNITS[match[2]])
+            return _seconds(float(match[1]) * _UNITS[match[2]])
         if _NUMBER.match(value):
-            return timedelta(seconds=float(value))
+            return _seconds(float(value))
     return value
+
+
+def _seconds(seconds: float) -> timedelta:
+    try:
+        return timedelta(seconds=seconds)
+    except OverflowError:
+        # Raised as it is, it would escape pydantic without naming the field.
+        raise ValueError(
+            "too long a duration: it may not exceed 999,999,999 days"
+        ) from None
 
 
 def _not_negative(value: timedelta) -> timedelta:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from datetime import timedelta
-from typing import Any, ClassVar, Final, Self, cast
+from typing import Annotated, Any, ClassVar, Final, Self, cast
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from mediator_resilience._durations import Duration
 from mediator_resilience._transient import is_transient_failure
@@ -24,6 +24,14 @@ DEFAULT_MAX_RETRY_ATTEMPTS: Final = 3
 DEFAULT_BASE_DELAY: Final = timedelta(milliseconds=200)
 DEFAULT_MAX_DELAY: Final = timedelta(seconds=30)
 ENVIRONMENT_PREFIX: Final = "RESILIENCE__MEDIATOR__"
+
+
+def _not_a_bool(value: object) -> object:
+    if isinstance(value, bool):
+        # pydantic would read True as 1: `max_retry_attempts = true` in a
+        # configuration file is a slip, not one retry.
+        raise ValueError("give a number, not true or false")
+    return value
 
 
 class ResilienceMediatorOptions(BaseModel):
@@ -49,13 +57,14 @@ class ResilienceMediatorOptions(BaseModel):
 
     Raises:
         pydantic.ValidationError: On construction, naming every invalid field.
+            `max_retry_attempts` refuses True and False.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
 
     SECTION: ClassVar[str] = "resilience.mediator"
 
-    max_retry_attempts: int = Field(
+    max_retry_attempts: Annotated[int, BeforeValidator(_not_a_bool)] = Field(
         default=DEFAULT_MAX_RETRY_ATTEMPTS, ge=0, strict=False
     )
     base_delay: Duration = DEFAULT_BASE_DELAY
