@@ -20,6 +20,11 @@ fault switched after its first request.
 | `SlowClose(seconds)` | the server's close delivered `seconds` late |
 | `BandwidthCap(bytes_per_second)` | each connection, each way, paced to the cap |
 | `CloseMidBody(after_bytes)` | the answer cut after `after_bytes`, then a close |
+| `Mix(header)` | per answer, the fault the server names in its `header` |
+
+`Mix` lets the server decide each exchange's fault itself (a seeded plan on its
+side): every request reaches the server and is counted there, and the proxy
+applies what the answer's head asks for on the way back (see `Mix`).
 
 Durations are seconds. Jitter is drawn from a `random.Random` seeded when the
 proxy starts, so a run can be repeated. `stats()` counts connections accepted,
@@ -37,7 +42,7 @@ import threading
 from collections.abc import Coroutine, Generator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 from urllib.parse import urlsplit
 
 import pytest
@@ -52,6 +57,7 @@ __all__ = [
     "FaultProxy",
     "Latency",
     "MakeProxy",
+    "Mix",
     "PassThrough",
     "ProxyStats",
     "Refuse",
@@ -71,6 +77,8 @@ CALL_TIMEOUT = 5.0
 STOP_TIMEOUT = 5.0
 # A capped connection writes at most this much of a second's allowance at once.
 PACING_SLICE = 0.02  # seconds
+# The longest answer head Mix reads; a longer one turns the connection raw.
+MAX_HEAD = 64 * 1024
 
 _CLOCK = SystemClock()
 _T = TypeVar("_T")
@@ -164,6 +172,43 @@ class CloseMidBody:
             )
 
 
+@dataclass(frozen=True)
+class Mix:
+    """Give each answer the fault its server names in the answer's `header`.
+
+    The server decides per exchange and says so in a response header, which
+    the proxy removes before doing what it says:
+
+    - ``reset``: the client gets a TCP reset instead of the answer;
+    - ``blackhole``: no answer, ever; the connection stays open until the
+      client leaves;
+    - ``cut``: the head and the first half of the body, then a close;
+    - ``slow-close SECONDS``: the answer framed by the close (its
+      Content-Length removed), and the close `SECONDS` late.
+
+    An answer without the header passes unchanged, and so does one with a
+    value it does not know (its header left in place, so the client can tell).
+    Mix reads answers framed by Content-Length, so it is not for HEAD requests;
+    from an answer framed any other way on, the connection is forwarded as it
+    comes. Switch to and from Mix between exchanges, not while an answer is on
+    its way.
+
+    Raises:
+        ValueError: `header` is not a lowercase header name.
+    """
+
+    header: str = "x-chaos"
+
+    def __post_init__(self) -> None:
+        name = self.header
+        if not (name and name.isascii() and name == name.lower()) or any(
+            char in name for char in ": \t\r\n"
+        ):
+            raise ValueError(
+                f"Mix.header must be a lowercase header name, got {name!r}"
+            )
+
+
 Fault = (
     PassThrough
     | Latency
@@ -173,12 +218,147 @@ Fault = (
     | SlowClose
     | BandwidthCap
     | CloseMidBody
+    | Mix
 )
 
 
 def _check_seconds(name: str, value: float) -> None:
     if not 0 <= value < float("inf"):
         raise ValueError(f"{name} must be finite and >= 0, got {value!r}")
+
+
+@dataclass(frozen=True)
+class _End:
+    """How a connection under Mix ends: reset, held open, or closed `delay` late."""
+
+    kind: Literal["reset", "hold", "close"]
+    delay: float = 0.0
+
+
+_CLOSE = _End("close")
+
+
+@dataclass(eq=False)
+class _Answers:
+    """Where a connection under `Mix` is in its stream of answers.
+
+    `feed` takes what the server sent and returns what to forward, and how the
+    connection ends when an answer's instruction ends it (None: it goes on).
+    """
+
+    header: bytes
+    held: bytearray = field(default_factory=bytearray)
+    body_left: int = 0
+    # Under `cut`: body bytes still forwarded before the close.
+    cut_left: int | None = None
+    # Under `slow-close`: seconds between the body's end and the close.
+    close_delay: float | None = None
+    raw: bool = False
+
+    def feed(self, data: bytes) -> tuple[bytes, _End | None]:
+        out = bytearray()
+        held = self.held
+        held += data
+        while held:
+            if self.raw:
+                out += held
+                held.clear()
+                break
+            if self.body_left:
+                take = min(self.body_left, len(held))
+                if self.cut_left is not None and take >= self.cut_left:
+                    out += held[: self.cut_left]
+                    held.clear()
+                    return bytes(out), _CLOSE
+                out += held[:take]
+                del held[:take]
+                self.body_left -= take
+                if self.cut_left is not None:
+                    self.cut_left -= take
+                if not self.body_left and self.close_delay is not None:
+                    held.clear()  # the client reads to the close: nothing follows
+                    return bytes(out), _End("close", self.close_delay)
+                continue
+            end = held.find(b"\r\n\r\n")
+            if end < 0:
+                if len(held) > MAX_HEAD:
+                    self.raw = True
+                    continue
+                break
+            head = bytes(held[: end + 4])
+            del held[: end + 4]
+            finished = self._answer(head, out)
+            if finished is not None:
+                held.clear()
+                return bytes(out), finished
+        return bytes(out), None
+
+    def flush(self) -> bytes:
+        """What is held back, let go: Mix is no longer in force, or the server left."""
+        rest = bytes(self.held)
+        self.held.clear()
+        return rest
+
+    def _answer(self, head: bytes, out: bytearray) -> _End | None:
+        """Read one answer's head: forward what it asks for, or end the connection."""
+        status, *lines = head[:-4].split(b"\r\n")
+        instruction: str | None = None
+        length: int | None = None
+        kept: list[bytes] = []
+        for line in lines:
+            name, _, value = line.partition(b":")
+            name = name.strip().lower()
+            if name == self.header:
+                instruction = value.strip().decode("latin-1")
+                continue
+            if name == b"content-length" and value.strip().isdigit():
+                length = int(value)
+            kept.append(line)
+        verb, _, argument = (instruction or "").partition(" ")
+        if instruction is None or length is None:
+            # Not ours to change, or framed some other way: from here on, raw.
+            self.raw = length is None
+            out += head
+            self.body_left = length or 0
+            return None
+        if verb == "reset" and not argument:
+            return _End("reset")
+        if verb == "blackhole" and not argument:
+            return _End("hold")
+        if verb == "cut" and not argument:
+            out += _head(status, kept)
+            if length // 2 == 0:
+                return _CLOSE
+            self.body_left, self.cut_left = length, length // 2
+            return None
+        delay = _seconds(argument) if verb == "slow-close" else None
+        if delay is None:
+            out += head  # an instruction it does not know: the answer as it came
+            self.body_left = length
+            return None
+        framed_by_close = [
+            line
+            for line in kept
+            if line.partition(b":")[0].strip().lower()
+            not in (b"content-length", b"connection")
+        ]
+        out += _head(status, [*framed_by_close, b"connection: close"])
+        if not length:
+            return _End("close", delay)
+        self.body_left, self.close_delay = length, delay
+        return None
+
+
+def _head(status: bytes, lines: list[bytes]) -> bytes:
+    return b"\r\n".join([status, *lines]) + b"\r\n\r\n"
+
+
+def _seconds(text: str) -> float | None:
+    try:
+        seconds = float(text)
+    except ValueError:
+        return None
+    return seconds if 0 <= seconds < float("inf") else None
 
 
 @dataclass(frozen=True)
@@ -210,6 +390,8 @@ class _Pair:
     # CloseMidBody: the fault in force when counting began, and bytes sent since.
     cut_fault: Fault | None = None
     cut_sent: int = 0
+    # Mix: the answers read so far on this connection.
+    answers: _Answers | None = None
 
     def finish(self, *, reset: bool = False) -> None:
         self.reset = self.reset or reset
@@ -428,6 +610,19 @@ class FaultProxy:
         try:
             while data := await upstream.read(CHUNK):
                 fault = self._fault
+                if isinstance(fault, Mix):
+                    end = await self._mix(pair, data, fault)
+                    if end is None:
+                        continue
+                    if end.kind == "hold":
+                        return  # the client's side stays open until the client leaves
+                    if end.delay:
+                        await _CLOCK.sleep(end.delay)
+                    pair.finish(reset=end.kind == "reset")
+                    return
+                if pair.answers is not None:
+                    held, pair.answers = pair.answers.flush(), None
+                    await self._send(pair.client, held, fault, up=False)
                 if isinstance(fault, Reset):
                     pair.finish(reset=True)
                     return
@@ -447,12 +642,26 @@ class FaultProxy:
                 await self._send(pair.client, data, fault, up=False)
         except OSError:
             pass
+        if pair.answers is not None:
+            with contextlib.suppress(OSError):
+                await self._send(
+                    pair.client, pair.answers.flush(), self._fault, up=False
+                )
         fault = self._fault
         if isinstance(fault, Blackhole):
             return  # the client's side stays open until the client leaves
         if isinstance(fault, SlowClose):
             await _CLOCK.sleep(fault.seconds)
         pair.finish()
+
+    async def _mix(self, pair: _Pair, data: bytes, fault: Mix) -> _End | None:
+        """Forward what the answers in `data` ask for; how the connection ends."""
+        header = fault.header.encode()
+        if pair.answers is None or pair.answers.header != header:
+            pair.answers = _Answers(header)
+        forward, end = pair.answers.feed(data)
+        await self._send(pair.client, forward, fault, up=False)
+        return end
 
     async def _send(
         self, writer: asyncio.StreamWriter, data: bytes, fault: Fault, *, up: bool

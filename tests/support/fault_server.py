@@ -44,7 +44,14 @@ import anyio.to_thread
 import pytest
 import uvicorn
 
-__all__ = ["FaultServer", "fault_server", "free_port", "serve_faults"]
+__all__ = [
+    "ASGIApp",
+    "FaultServer",
+    "fault_server",
+    "free_port",
+    "serve_app",
+    "serve_faults",
+]
 
 HOST = "127.0.0.1"
 MAX_SLEEP = 600.0
@@ -301,6 +308,68 @@ def free_port() -> int:
         return port
 
 
+ASGIApp = Callable[[Message, Receive, Send], Awaitable[None]]
+
+
+@contextmanager
+def serve_app(
+    app: ASGIApp,
+    ready: threading.Event,
+    *,
+    graceful_shutdown: int = GRACEFUL_SHUTDOWN,
+    date_header: bool = True,
+    name: str = "fault server",
+) -> Generator[str, None, None]:
+    """Run `app` under uvicorn on 127.0.0.1 in a thread; yield its base URL.
+
+    `ready` is the event the app sets when its lifespan starts. On exit the
+    server is stopped and its thread joined. `date_header=False` leaves the
+    ``Date`` header to the app; `name` names the thread and the errors.
+
+    Raises:
+        RuntimeError: uvicorn did not start, or its thread outlived the stop.
+    """
+    # IPPROTO_TCP, not the default 0: asyncio sets TCP_NODELAY only on sockets
+    # that say they are TCP, and without it every answer after a connection's
+    # first waits ~40 ms (Nagle's algorithm against the client's delayed ACK).
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        listener.bind((HOST, 0))
+        # Listening before uvicorn serves: an early connection waits in the
+        # backlog instead of being refused.
+        listener.listen()
+        config = uvicorn.Config(
+            app,
+            lifespan="on",
+            log_config=None,
+            access_log=False,
+            http="h11",
+            ws="none",
+            loop="asyncio",
+            timeout_graceful_shutdown=graceful_shutdown,
+            date_header=date_header,
+        )
+        runner = uvicorn.Server(config)
+        thread = threading.Thread(
+            target=runner.run,
+            kwargs={"sockets": [listener]},
+            name=name.replace(" ", "-"),
+            daemon=True,
+        )
+        thread.start()
+        try:
+            if not ready.wait(timeout=STARTUP_TIMEOUT):
+                raise RuntimeError(f"{name}: uvicorn did not start")
+            yield f"http://{HOST}:{listener.getsockname()[1]}"
+        finally:
+            runner.should_exit = True
+            thread.join(timeout=JOIN_TIMEOUT)
+        if thread.is_alive():
+            raise RuntimeError(f"{name}: still running after {JOIN_TIMEOUT} s")
+    finally:
+        listener.close()
+
+
 @contextmanager
 def serve_faults(
     *, graceful_shutdown: int = GRACEFUL_SHUTDOWN
@@ -311,51 +380,17 @@ def serve_faults(
         RuntimeError: uvicorn did not start, or its thread outlived the stop.
     """
     app = FaultApp()
-    # IPPROTO_TCP, not the default 0: asyncio sets TCP_NODELAY only on sockets
-    # that say they are TCP, and without it every answer after a connection's
-    # first waits ~40 ms (Nagle's algorithm against the client's delayed ACK).
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     # Bound, never listening: connections to this port are refused.
     refused = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
-        listener.bind((HOST, 0))
-        # Listening before uvicorn serves: an early connection waits in the
-        # backlog instead of being refused.
-        listener.listen()
         refused.bind((HOST, 0))
-        config = uvicorn.Config(
-            app,
-            lifespan="on",
-            log_config=None,
-            access_log=False,
-            http="h11",
-            ws="none",
-            loop="asyncio",
-            timeout_graceful_shutdown=graceful_shutdown,
-        )
-        runner = uvicorn.Server(config)
-        thread = threading.Thread(
-            target=runner.run,
-            kwargs={"sockets": [listener]},
-            name="fault-server",
-            daemon=True,
-        )
-        thread.start()
-        try:
-            if not app.started.wait(timeout=STARTUP_TIMEOUT):
-                raise RuntimeError("fault server: uvicorn did not start")
+        with serve_app(app, app.started, graceful_shutdown=graceful_shutdown) as url:
             yield FaultServer(
-                url=f"http://{HOST}:{listener.getsockname()[1]}",
+                url=url,
                 refused_url=f"http://{HOST}:{refused.getsockname()[1]}",
                 app=app,
             )
-        finally:
-            runner.should_exit = True
-            thread.join(timeout=JOIN_TIMEOUT)
-        if thread.is_alive():
-            raise RuntimeError(f"fault server: still running after {JOIN_TIMEOUT} s")
     finally:
-        listener.close()
         refused.close()
 
 
