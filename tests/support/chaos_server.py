@@ -33,7 +33,6 @@ process's monotonic clock (`SystemClock`), the one the client reads too.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 import random
@@ -51,7 +50,7 @@ from urllib.parse import parse_qs
 import anyio.to_thread
 
 from http_resilience import SystemClock
-from tests.support.fault_server import serve_app
+from tests.support.fault_server import read_body, serve_app, stayed
 
 __all__ = [
     "FATES",
@@ -245,27 +244,6 @@ def _retry_after(value: str, now: float) -> bytes:
     return value.encode()
 
 
-async def _drained(receive: Receive) -> bool:
-    """Read the request body to its end; False if the client left first."""
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return False
-        if not message.get("more_body", False):
-            return True
-
-
-async def _stayed(receive: Receive, seconds: float) -> bool:
-    """Wait `seconds`; False as soon as the client disconnects instead."""
-    try:
-        async with asyncio.timeout(seconds):
-            while (await receive())["type"] != "http.disconnect":
-                pass
-    except TimeoutError:
-        return True
-    return False
-
-
 @dataclass
 class ChaosApp:
     """The ASGI app: decides, answers and logs every request to ``/chaos``."""
@@ -302,7 +280,7 @@ class ChaosApp:
         hit, decision = self.log.enter(call, scope["method"], keyed, decide)
         answered = False
         try:
-            if not await _drained(receive):
+            if not await read_body(receive):
                 return
             answered = await self._respond(hit, decision, receive, send)
         finally:
@@ -324,7 +302,7 @@ class ChaosApp:
         elif fate == "429":
             await _answer(send, 429, _error_body(plan, 429), headers)
         elif fate == "latency":
-            if not await _stayed(receive, plan.latency):
+            if not await stayed(receive, plan.latency):
                 return False
             await _answer(send, 200, ok, [_date(wall_time())])
         elif fate == "cut":

@@ -49,8 +49,10 @@ __all__ = [
     "FaultServer",
     "fault_server",
     "free_port",
+    "read_body",
     "serve_app",
     "serve_faults",
+    "stayed",
 ]
 
 HOST = "127.0.0.1"
@@ -129,7 +131,7 @@ def _key(scope: Message) -> str:
     return keys[0] if keys else str(scope["path"])
 
 
-async def _read_body(receive: Receive) -> bool:
+async def read_body(receive: Receive) -> bool:
     """Drain the request body; False if the client went away first."""
     while True:
         message = await receive()
@@ -139,7 +141,7 @@ async def _read_body(receive: Receive) -> bool:
             return True
 
 
-async def _stayed(receive: Receive, seconds: float) -> bool:
+async def stayed(receive: Receive, seconds: float) -> bool:
     """Wait `seconds`; False as soon as the client disconnects instead."""
     try:
         async with asyncio.timeout(seconds):
@@ -229,9 +231,9 @@ class FaultApp:
         answered = False
         try:
             answer = route(hit)
-            if not await _read_body(receive):
+            if not await read_body(receive):
                 return
-            if answer.delay and not await _stayed(receive, answer.delay):
+            if answer.delay and not await stayed(receive, answer.delay):
                 return
             document = {"key": key, "hit": hit, "status": answer.status}
             body = json.dumps(document).encode()

@@ -8,7 +8,6 @@ from types import TracebackType
 from typing import Any, Final, Self, TypeVar, cast
 
 import httpx
-from pydantic import ValidationError
 
 from http_resilience._client import (
     _TRANSPORT_ARGUMENTS,  # pyright: ignore[reportPrivateUsage]
@@ -260,10 +259,8 @@ class HttpClientFactory:
     # --- building ---------------------------------------------------------------
 
     def _read(self, name: str) -> HttpResilienceOptions:
-        try:
-            return HttpResilienceOptions.from_config(self._config, client=name)
-        except ValidationError as error:
-            raise _naming(error, name) from None
+        # from_config names the client in every error it raises.
+        return HttpResilienceOptions.from_config(self._config, client=name)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -381,15 +378,3 @@ def _add_hook(arguments: dict[str, Any], hook: Callable[..., object]) -> None:
     hooks = dict(cast("Mapping[str, Any]", arguments.get("event_hooks") or {}))
     hooks["request"] = [hook, *hooks.get("request", ())]
     arguments["event_hooks"] = hooks
-
-
-def _naming(error: ValidationError, name: str) -> ValidationError:
-    """`error` again, its title naming the client (or a note, if it cannot be)."""
-    try:
-        return ValidationError.from_exception_data(
-            f"HttpResilienceOptions of HTTP client {name!r}",
-            cast("Any", error.errors()),
-        )
-    except (KeyError, TypeError, ValueError):  # an error type pydantic cannot rebuild
-        error.add_note(f"in the options of HTTP client {name!r}")
-        return error
