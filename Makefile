@@ -13,7 +13,7 @@ MEMBERS := mediator/pyproject.toml mediator_resilience/pyproject.toml http_resil
 export UV_PYTHON_DOWNLOADS := never
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 
-.PHONY: demo test chaos lint format bench docs venv clean
+.PHONY: demo test chaos lint format bench docs venv clean mutation
 
 $(UV):
 	$(PYTHON) -m venv $(TOOLS)
@@ -61,8 +61,23 @@ bench: $(BENCH_VENV)/.synced
 	$(BENCH_VENV)/bin/python benchmarks/stream_retry.py
 	$(BENCH_VENV)/bin/python benchmarks/http_overhead.py
 
+# Mutation testing (mutmut) of the pure logic: backoff, Retry-After, breaker, limiter,
+# durations, stage order. Manual: not part of `make test` nor of CI. About five
+# minutes on two cores; MUTATION_TIME_BOX seconds at most, then it stops and reports
+# what it checked. mutmut lives in its own environment, never in .venv; the files,
+# tests and scope are in pyproject.toml's [tool.mutmut] and tools/mutation.py.
+MUTATION_VENV := .venv-mutation
+MUTATION_TIME_BOX ?= 1200
+
+$(MUTATION_VENV)/.synced: $(UV) pyproject.toml $(MEMBERS)
+	UV_PROJECT_ENVIRONMENT=$(MUTATION_VENV) $(UV) sync --all-packages --no-default-groups --group dev --group mutation --python $(PYTHON)
+	touch $@
+
+mutation: $(MUTATION_VENV)/.synced
+	$(MUTATION_VENV)/bin/python tools/mutation.py --time-box $(MUTATION_TIME_BOX)
+
 docs: venv
 	$(BIN)/mkdocs build --strict --site-dir site
 
 clean:
-	rm -rf $(VENV) $(BENCH_VENV) $(TOOLS) site .pytest_cache .mypy_cache .ruff_cache .coverage
+	rm -rf $(VENV) $(BENCH_VENV) $(MUTATION_VENV) $(TOOLS) build/mutation mutants site .pytest_cache .mypy_cache .ruff_cache .coverage
