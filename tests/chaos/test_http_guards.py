@@ -12,7 +12,8 @@ Every scenario also ends with nothing left behind (asyncio tasks, file
 descriptors and sockets back to where they were before the client existed) and
 with two planted secrets, a bearer token in ``Authorization`` and a
 ``?token=`` query parameter, in none of the logs, events and exceptions it
-produced.
+produced: `tests.chaos.http_guards_harness` holds that frame, and the helpers
+the scenarios share.
 
 The breaker's break runs on a `FakeClock`, advanced by the test: no test waits
 for time to pass. Real time passes only at the server (``/sleep``, ``/hedge``)
@@ -22,37 +23,36 @@ and in hedging's delay, which is the behaviour under test.
 from __future__ import annotations
 
 import asyncio
-import logging
-import uuid
 from collections import Counter
-from collections.abc import AsyncGenerator, Awaitable, Callable, Generator
-from contextlib import asynccontextmanager, contextmanager
-from dataclasses import dataclass, field
-from typing import TypeVar
 
 import httpx
 import pytest
-from anyio.lowlevel import checkpoint
 
 from http_resilience import (
-    BreakerEvent,
     BrokenCircuitError,
-    Clock,
     HedgeEvent,
-    HttpEvent,
     HttpResilienceOptions,
     RateLimitedError,
     RejectionEvent,
     ResiliencePipeline,
-    SystemClock,
-    create_async_client,
 )
-from http_resilience.testing import FakeClock
-from tests.chaos.invariants import (
-    SecretWatch,
-    assert_back_to_baseline,
-    leftovers,
-    watch_secrets,
+from tests.chaos.http_guards_harness import (
+    BREAK,
+    CALLERS,
+    CLOCK,
+    HEDGED_CALLS,
+    HEDGES,
+    SkippingClock,
+    all_refused,
+    all_through,
+    hedged_calls,
+    hedging,
+    key,
+    kinds,
+    opened_breaker,
+    scenario,
+    transitions,
+    until,
 )
 from tests.support.fault_server import FaultServer
 from tests.support.figures import record
@@ -60,210 +60,14 @@ from tests.support.load import run_load
 
 pytestmark = pytest.mark.anyio
 
-T = TypeVar("T")
-E = TypeVar("E")
-
-CALLERS = 200
-CONNECTIONS = 16
-LIMITS = httpx.Limits(
-    max_connections=CONNECTIONS, max_keepalive_connections=CONNECTIONS
-)
-SECRET = f"sk-live-{uuid.uuid4().hex}"
-TOKEN = f"tok-{uuid.uuid4().hex}"
-CLOCK = SystemClock()
-POLL = 0.005  # seconds, between two looks at the server's counters
-POLL_LIMIT = 5.0  # seconds
-
-BREAK = 3.0  # seconds, on the fake clock
-BREAKER = HttpResilienceOptions.model_validate(
-    {
-        "max_retry_attempts": 0,  # one attempt per call: every hit is one call
-        "minimum_throughput": 5,
-        "failure_ratio": 0.5,
-        "sampling_duration": 10,
-        "break_duration": BREAK,
-        "attempt_timeout": 2,
-        "total_request_timeout": 5,
-    }
-)
-FAILURES_TO_OPEN = 5
-
-LIMIT = 8
-QUEUE = 32
-LIMITER = HttpResilienceOptions(
-    max_retry_attempts=0, concurrency_limit=LIMIT, queue_limit=QUEUE
-)
-WORK = 0.05  # seconds each limited request spends at the server
-LOAD_RATE = 300.0  # arrivals per second
-LOAD_DURATION = 2.0  # seconds
-
-HEDGES = 2
-# Calls in flight at once, each with up to HEDGES + 1 copies: within the pool.
-HEDGED_CALLS = CONNECTIONS // (HEDGES + 1)
-
-
-# --- the scenario's frame: baseline, secrets, client, leftovers -----------------------
-
-
-@dataclass
-class Scenario:
-    """A client with secrets planted in every request, and what it let out."""
-
-    client: httpx.AsyncClient
-    server: FaultServer
-    watch: SecretWatch
-    events: list[HttpEvent] = field(default_factory=list[HttpEvent])
-
-    def url(self, route: str, key: str) -> str:
-        return f"{self.server.url}{route}?key={key}&token={TOKEN}"
-
-    async def get(self, route: str, key: str) -> httpx.Response:
-        return await self.client.get(self.url(route, key))
-
-    def of(self, kind: type[E]) -> list[E]:
-        return [event for event in self.events if isinstance(event, kind)]
-
-    def keep(self, outcomes: list[httpx.Response | Exception]) -> None:
-        """Show every exception to the secret watch."""
-        for outcome in outcomes:
-            if isinstance(outcome, Exception):
-                self.watch.exception(outcome)
-
-
-@contextmanager
-def without_httpx_request_lines() -> Generator[None]:
-    """Mute httpx's own INFO line for each request while the scenario runs.
-
-    httpx logs ``HTTP Request: GET <the whole URL>`` on its ``httpx`` logger,
-    query string included: an application that logs httpx at INFO has chosen
-    to record its URLs. The watch is for what the resilience layer lets out
-    (its events, its log lines, its errors); httpcore's DEBUG trace stays in.
-    """
-    logger = logging.getLogger("httpx")
-    level = logger.level
-    logger.setLevel(logging.WARNING)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
-
-
-@asynccontextmanager
-async def scenario(
-    server: FaultServer,
-    *,
-    options: HttpResilienceOptions | None = None,
-    pipeline: ResiliencePipeline | None = None,
-    clock: Clock | None = None,
-    later_copies_to: str | None = None,
-) -> AsyncGenerator[Scenario]:
-    """Run a scenario; afterwards check it left nothing behind and leaked nothing.
-
-    `later_copies_to` sends every copy of a call after its first to that route
-    instead (`LaterCopiesElsewhere`).
-    """
-    baseline = leftovers()
-    with without_httpx_request_lines(), watch_secrets() as watch:
-        events: list[HttpEvent] = []
-        sender = httpx.AsyncHTTPTransport(limits=LIMITS)
-        transport: httpx.AsyncBaseTransport = (
-            sender
-            if later_copies_to is None
-            else LaterCopiesElsewhere(sender, later_copies_to)
-        )
-        client = create_async_client(
-            "chaos",
-            options,
-            pipeline=pipeline,
-            clock=clock,
-            listeners=[watch.event, events.append],
-            headers={"Authorization": f"Bearer {SECRET}"},
-            transport=transport,
-        )
-        try:
-            yield Scenario(client, server, watch, events)
-        finally:
-            await client.aclose()
-        await assert_back_to_baseline(baseline)
-    watch.assert_absent(SECRET, TOKEN)
-
-
-async def at_once(
-    count: int, call: Callable[[int], Awaitable[T]]
-) -> list[T | Exception]:
-    """Run `call(0)` ... `call(count - 1)` in tasks released together."""
-    start = asyncio.Event()
-    waiting = 0
-
-    async def one(index: int) -> T | Exception:
-        nonlocal waiting
-        waiting += 1
-        await start.wait()
-        try:
-            return await call(index)
-        except Exception as error:
-            return error
-
-    tasks = [asyncio.create_task(one(index)) for index in range(count)]
-    await checkpoint()  # every task runs to the start line
-    assert waiting == count
-    start.set()
-    return await asyncio.gather(*tasks)
-
-
-async def until(condition: Callable[[], bool], what: str) -> None:
-    """Wait, a bounded time, for a condition the server's counters show."""
-    deadline = CLOCK.monotonic() + POLL_LIMIT
-    while not condition():
-        assert CLOCK.monotonic() < deadline, f"not within {POLL_LIMIT} s: {what}"
-        await CLOCK.sleep(POLL)
-
-
-def kinds(outcomes: list[httpx.Response | Exception]) -> Counter[str]:
-    """Each outcome as its status code or its exception's class name, counted."""
-    return Counter(
-        str(outcome.status_code)
-        if isinstance(outcome, httpx.Response)
-        else type(outcome).__name__
-        for outcome in outcomes
-    )
-
-
-def key(name: str) -> str:
-    return f"{name}-{uuid.uuid4().hex}"
-
 
 # --- 4. the breaker -----------------------------------------------------------------
-
-
-def transitions(run: Scenario) -> list[tuple[str, str]]:
-    return [(event.previous, event.current) for event in run.of(BreakerEvent)]
-
-
-async def open_the_breaker(run: Scenario) -> None:
-    failing = key("failing")
-    for _ in range(FAILURES_TO_OPEN):
-        assert (await run.get("/status/503", failing)).status_code == 503
-    assert run.server.hits(failing) == FAILURES_TO_OPEN
-    assert transitions(run)[-1] == ("closed", "open")
-
-
-async def all_refused(run: Scenario, name: str) -> list[httpx.Response | Exception]:
-    """200 callers at once while the breaker is open: none may reach the server."""
-    refused = key(name)
-    outcomes = await at_once(CALLERS, lambda i: run.get("/healthy", refused))
-    run.keep(outcomes)
-    assert kinds(outcomes) == {"BrokenCircuitError": CALLERS}
-    assert run.server.hits(refused) == 0
-    return outcomes
 
 
 async def test_an_open_breaker_lets_no_request_reach_its_host(
     fault_server: FaultServer,
 ) -> None:
-    clock = FakeClock()
-    async with scenario(fault_server, options=BREAKER, clock=clock) as run:
-        await open_the_breaker(run)
+    async with opened_breaker(fault_server) as (run, clock):
         started = CLOCK.monotonic()
         outcomes = await all_refused(run, "open")
         elapsed = CLOCK.monotonic() - started
@@ -291,13 +95,10 @@ async def test_an_open_breaker_lets_no_request_reach_its_host(
 async def test_a_half_open_breaker_lets_exactly_one_probe_through(
     fault_server: FaultServer,
 ) -> None:
-    clock = FakeClock()
-    async with scenario(fault_server, options=BREAKER, clock=clock) as run:
-        await open_the_breaker(run)
+    async with opened_breaker(fault_server) as (run, clock):
         clock.advance(BREAK)
         probe = key("probe")
-        outcomes = await at_once(CALLERS, lambda i: run.get("/healthy", probe))
-        run.keep(outcomes)
+        outcomes = await run.wave("/healthy", probe)
         assert kinds(outcomes) == {"200": 1, "BrokenCircuitError": CALLERS - 1}
         await fault_server.wait_idle(probe)
         assert fault_server.hits(probe) == 1
@@ -308,10 +109,7 @@ async def test_a_half_open_breaker_lets_exactly_one_probe_through(
             ("half_open", "closed"),
         ]
         # Closed again: all 200 go through.
-        after = key("after")
-        flowing = await at_once(CALLERS, lambda i: run.get("/healthy", after))
-        run.keep(flowing)
-        assert kinds(flowing) == {"200": CALLERS}
+        after = await all_through(run, "after")
         assert fault_server.hits(after) == CALLERS
     record(
         "breaker_half_open",
@@ -327,24 +125,18 @@ async def test_a_half_open_breaker_lets_exactly_one_probe_through(
 async def test_callers_that_arrive_while_a_slow_probe_is_in_flight_are_refused(
     fault_server: FaultServer,
 ) -> None:
-    clock = FakeClock()
-    async with scenario(fault_server, options=BREAKER, clock=clock) as run:
-        await open_the_breaker(run)
+    async with opened_breaker(fault_server) as (run, clock):
         clock.advance(BREAK)
         probe = key("slow-probe")
-        first = asyncio.create_task(
-            at_once(CALLERS, lambda i: run.get("/sleep/0.5", probe))
-        )
+        first = asyncio.create_task(run.wave("/sleep/0.5", probe))
         try:
             # The probe reaches the server and sleeps there; meanwhile the
             # other 199 of the first wave were refused, and a second wave comes.
             await until(lambda: fault_server.hits(probe) == 1, "the probe arrives")
-            second = await at_once(CALLERS, lambda i: run.get("/sleep/0.5", probe))
+            second = await run.wave("/sleep/0.5", probe)
             probe_in_flight = not first.done()
         finally:
             outcomes = await first  # the probe's 0.5 s, at most
-        run.keep(second)
-        run.keep(outcomes)
         assert probe_in_flight, "the probe ended before the second wave came"
         assert kinds(second) == {"BrokenCircuitError": CALLERS}
         assert kinds(outcomes) == {"200": 1, "BrokenCircuitError": CALLERS - 1}
@@ -352,10 +144,7 @@ async def test_callers_that_arrive_while_a_slow_probe_is_in_flight_are_refused(
         assert fault_server.hits(probe) == 1
         assert fault_server.max_in_flight(probe) == 1
         assert transitions(run)[-1] == ("half_open", "closed")
-        after = key("after-slow")
-        flowing = await at_once(CALLERS, lambda i: run.get("/healthy", after))
-        run.keep(flowing)
-        assert kinds(flowing) == {"200": CALLERS}
+        after = await all_through(run, "after-slow")
         assert fault_server.hits(after) == CALLERS
     record(
         "breaker_half_open",
@@ -371,13 +160,10 @@ async def test_callers_that_arrive_while_a_slow_probe_is_in_flight_are_refused(
 async def test_a_failed_probe_opens_the_breaker_again(
     fault_server: FaultServer,
 ) -> None:
-    clock = FakeClock()
-    async with scenario(fault_server, options=BREAKER, clock=clock) as run:
-        await open_the_breaker(run)
+    async with opened_breaker(fault_server) as (run, clock):
         clock.advance(BREAK)
         probe = key("failing-probe")
-        outcomes = await at_once(CALLERS, lambda i: run.get("/status/503", probe))
-        run.keep(outcomes)
+        outcomes = await run.wave("/status/503", probe)
         # The probe's 503 is the answer (returned, as any failed last attempt).
         assert kinds(outcomes) == {"503": 1, "BrokenCircuitError": CALLERS - 1}
         assert fault_server.hits(probe) == 1
@@ -392,8 +178,7 @@ async def test_a_failed_probe_opens_the_breaker_again(
         assert waits == {BREAK}
         clock.advance(BREAK)
         second = key("second-probe")
-        outcomes = await at_once(CALLERS, lambda i: run.get("/healthy", second))
-        run.keep(outcomes)
+        outcomes = await run.wave("/healthy", second)
         assert kinds(outcomes) == {"200": 1, "BrokenCircuitError": CALLERS - 1}
         assert fault_server.hits(second) == 1
         assert transitions(run)[-1] == ("half_open", "closed")
@@ -408,6 +193,15 @@ async def test_a_failed_probe_opens_the_breaker_again(
 
 # --- 5. the concurrency limiter -----------------------------------------------------
 
+LIMIT = 8
+QUEUE = 32
+LIMITER = HttpResilienceOptions(
+    max_retry_attempts=0, concurrency_limit=LIMIT, queue_limit=QUEUE
+)
+WORK = 0.05  # seconds each limited request spends at the server
+LOAD_RATE = 300.0  # arrivals per second
+LOAD_DURATION = 2.0  # seconds
+
 
 async def test_the_limiter_keeps_the_server_within_its_limit(
     fault_server: FaultServer,
@@ -415,8 +209,7 @@ async def test_the_limiter_keeps_the_server_within_its_limit(
     route = f"/sleep/{WORK}"
     async with scenario(fault_server, options=LIMITER) as run:
         burst = key("burst")
-        outcomes = await at_once(CALLERS, lambda i: run.get(route, burst))
-        run.keep(outcomes)
+        outcomes = await run.wave(route, burst)
         counted = kinds(outcomes)
         # 200 at once: the permits and the queue are taken, the rest refused.
         assert counted == {
@@ -466,62 +259,6 @@ async def test_the_limiter_keeps_the_server_within_its_limit(
 
 
 # --- 6. hedging -----------------------------------------------------------------------
-
-
-def hedging(delay: float) -> ResiliencePipeline:
-    # The limiter outside keeps every copy of every admitted call within the
-    # client's 16 connections: no copy waits in httpx's pool, so each reaches
-    # the server when it is sent.
-    return (
-        ResiliencePipeline()
-        .add_limiter(concurrency_limit=HEDGED_CALLS, queue_limit=CALLERS)
-        .add_hedging(delay=delay, max_hedged_attempts=HEDGES)
-        .add_timeout("2s")
-    )
-
-
-async def hedged_calls(
-    run: Scenario, route: str
-) -> tuple[list[str], list[httpx.Response | Exception]]:
-    """200 logical calls at once, each under a key of its own."""
-    keys = [key(f"hedged-{index}") for index in range(CALLERS)]
-    tasks_before = len(asyncio.all_tasks())
-    outcomes = await at_once(CALLERS, lambda i: run.get(route, keys[i]))
-    # Each call waited for its losers: no copy's task outlives its call.
-    assert len(asyncio.all_tasks()) <= tasks_before
-    run.keep(outcomes)
-    assert kinds(outcomes) == {"200": CALLERS}
-    for name in keys:
-        await run.server.wait_idle(name)
-    return keys, outcomes
-
-
-class LaterCopiesElsewhere(httpx.AsyncBaseTransport):
-    """Sends a call's first copy as it is and every later copy to another route.
-
-    It sits under the pipeline, around the transport that sends, and tells a
-    call by its ``?key=``. The fault server has no route whose later hits are
-    slower than its first (``/hedge`` is the reverse), and with one route for
-    every copy a loser would end at the server a hedge delay after the winner:
-    a loser cancelled a little late, on a busy machine, would be counted as
-    answered. Sent to a route that takes seconds, a loser still running when
-    its call returns can only have been left running.
-    """
-
-    def __init__(self, inner: httpx.AsyncBaseTransport, route: str) -> None:
-        self._inner = inner
-        self._route = route
-        self._seen: set[str] = set()
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        key = request.url.params["key"]
-        if key in self._seen:
-            request.url = request.url.copy_with(path=self._route)
-        self._seen.add(key)
-        return await self._inner.handle_async_request(request)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
 
 
 async def test_hedging_keeps_each_call_within_its_copies_and_cancels_the_losers(
@@ -605,29 +342,6 @@ async def test_a_hedge_that_answers_first_cancels_the_slow_first_copy(
 # --- 4 and 6 together: hedged reads through a half-open breaker ----------------------
 
 
-class SkippingClock:
-    """The system clock, plus the time the test skipped with `advance`.
-
-    Hedging's delays and the server's sleeps take real time, while a breaker's
-    break is skipped at once: no test waits seconds for it.
-    """
-
-    def __init__(self) -> None:
-        self.skipped = 0.0
-
-    def monotonic(self) -> float:
-        return CLOCK.monotonic() + self.skipped
-
-    async def sleep(self, seconds: float) -> None:
-        await CLOCK.sleep(seconds)
-
-    def sleep_sync(self, seconds: float) -> None:
-        CLOCK.sleep_sync(seconds)
-
-    def advance(self, seconds: float) -> None:
-        self.skipped += seconds
-
-
 async def test_hedged_reads_through_a_half_open_breaker_send_one_probe_and_keep_it(
     fault_server: FaultServer,
 ) -> None:
@@ -655,8 +369,7 @@ async def test_hedged_reads_through_a_half_open_breaker_send_one_probe_and_keep_
         # and 0.1 s, and are refused, since the probe is in flight.
         probe = key("hedged-probe")
         before = len(run.events)
-        outcomes = await at_once(CALLERS, lambda i: run.get("/sleep/0.3", probe))
-        run.keep(outcomes)
+        outcomes = await run.wave("/sleep/0.3", probe)
         await fault_server.wait_idle(probe)
         assert fault_server.hits(probe) == 1
         assert fault_server.max_in_flight(probe) == 1
@@ -671,10 +384,7 @@ async def test_hedged_reads_through_a_half_open_breaker_send_one_probe_and_keep_
         assert probe_hedges, "the probe answered before its first hedge went"
         # Every caller but the probe's refused, and every hedge of the probe.
         assert len(refusals) == CALLERS - 1 + len(probe_hedges)
-        after = key("hedged-after")
-        flowing = await at_once(CALLERS, lambda i: run.get("/healthy", after))
-        run.keep(flowing)
-        assert kinds(flowing) == {"200": CALLERS}
+        after = await all_through(run, "hedged-after")
     record(
         "hedging_half_open_breaker",
         hedges=HEDGES,
