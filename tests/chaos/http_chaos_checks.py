@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import logging
 import math
 from collections import Counter
 from collections.abc import AsyncGenerator, Generator, Iterable
@@ -35,7 +34,12 @@ from tests.chaos.http_chaos_harness import (
     Secrets,
     ms,
 )
-from tests.chaos.invariants import assert_back_to_baseline, leftovers, watch_secrets
+from tests.chaos.invariants import (
+    assert_back_to_baseline,
+    leftovers,
+    watch_secrets,
+    without_httpx_request_lines,
+)
 from tests.support.chaos_server import ChaosPlan, ChaosServer, Hit
 from tests.support.fault_proxy import FaultProxy
 from tests.support.load import LoadResult
@@ -73,10 +77,6 @@ def plan(seed: int, secrets: Secrets) -> ChaosPlan:
     )
 
 
-def _not_a_request_line(record: logging.LogRecord) -> bool:
-    return not str(record.msg).startswith("HTTP Request:")
-
-
 @contextlib.contextmanager
 def heap_frozen() -> Generator[None]:
     """Keep the test process's own heap out of the collector meanwhile.
@@ -97,27 +97,22 @@ def heap_frozen() -> Generator[None]:
 @contextlib.asynccontextmanager
 async def watched(server: ChaosServer, secrets: Secrets) -> AsyncGenerator[Harness]:
     """A scenario's client side, held to invariants 8 and 9 when it ends."""
-    httpx_logger = logging.getLogger("httpx")
-    httpx_logger.addFilter(_not_a_request_line)
-    try:
-        with watch_secrets() as watch, heap_frozen():
-            baseline = leftovers()
-            harness = Harness(watch, secrets)
-            harness.lag.start()
-            try:
-                yield harness
-            finally:
-                harness.lag.stop()
-            # 8: the client is closed; its connections, the proxy's and the
-            # server's sockets, and every task are gone.
-            await assert_back_to_baseline(baseline)
-            await server.wait_idle()
-        # 9: nothing the scenario let out holds a secret.
-        for error in harness.exceptions():
-            watch.exception(error)
-        watch.assert_absent(*secrets.all())
-    finally:
-        httpx_logger.removeFilter(_not_a_request_line)
+    with without_httpx_request_lines(), watch_secrets() as watch, heap_frozen():
+        baseline = leftovers()
+        harness = Harness(watch, secrets)
+        harness.lag.start()
+        try:
+            yield harness
+        finally:
+            harness.lag.stop()
+        # 8: the client is closed; its connections, the proxy's and the
+        # server's sockets, and every task are gone.
+        await assert_back_to_baseline(baseline)
+        await server.wait_idle()
+    # 9: nothing the scenario let out holds a secret.
+    for error in harness.exceptions():
+        watch.exception(error)
+    watch.assert_absent(*secrets.all())
 
 
 # --- the checks every scenario runs --------------------------------------------------

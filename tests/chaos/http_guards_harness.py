@@ -6,8 +6,8 @@ planted in every request (`SECRET` as a bearer token, `TOKEN` as a
 ``?token=`` query parameter) and every event it emits kept. When it ends, it
 checks that tasks, fds and sockets are back to their baseline and that no
 secret appears in the logs, events and exceptions the scenario let out
-(the ``httpx`` logger is held at WARNING meanwhile, which mutes its INFO line
-for each request).
+(httpx's own ``HTTP Request:`` line, which carries the whole URL, is dropped
+meanwhile; every other record is watched).
 
 `at_once` releases many calls together (`Scenario.wave`: `CALLERS` gets of
 one route under one key), `kinds` counts their outcomes and `until` waits,
@@ -23,11 +23,10 @@ skip a break while hedging runs in real time.
 from __future__ import annotations
 
 import asyncio
-import logging
 import uuid
 from collections import Counter
-from collections.abc import AsyncGenerator, Awaitable, Callable, Generator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -49,6 +48,7 @@ from tests.chaos.invariants import (
     assert_back_to_baseline,
     leftovers,
     watch_secrets,
+    without_httpx_request_lines,
 )
 from tests.support.fault_server import FaultServer
 
@@ -117,24 +117,6 @@ class Scenario:
         outcomes = await at_once(CALLERS, lambda i: self.get(route, key))
         self.keep(outcomes)
         return outcomes
-
-
-@contextmanager
-def without_httpx_request_lines() -> Generator[None]:
-    """Mute httpx's own INFO line for each request while the scenario runs.
-
-    httpx logs ``HTTP Request: GET <the whole URL>`` on its ``httpx`` logger,
-    query string included: an application that logs httpx at INFO has chosen
-    to record its URLs. The watch is for what the resilience layer lets out
-    (its events, its log lines, its errors); httpcore's DEBUG trace stays in.
-    """
-    logger = logging.getLogger("httpx")
-    level = logger.level
-    logger.setLevel(logging.WARNING)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
 
 
 @asynccontextmanager

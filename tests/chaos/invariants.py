@@ -29,6 +29,7 @@ __all__ = [
     "assert_back_to_baseline",
     "leftovers",
     "watch_secrets",
+    "without_httpx_request_lines",
 ]
 
 _CLOCK = SystemClock()
@@ -143,3 +144,24 @@ def watch_secrets() -> Generator[SecretWatch]:
     finally:
         root.removeHandler(handler)
         root.setLevel(level)
+
+
+def _not_a_request_line(record: logging.LogRecord) -> bool:
+    return not str(record.msg).startswith("HTTP Request:")
+
+
+@contextmanager
+def without_httpx_request_lines() -> Generator[None]:
+    """Drop httpx's own ``HTTP Request: GET <URL>`` INFO records meanwhile.
+
+    httpx logs every request with its whole URL, query string included, from
+    the client, outside the resilience layer: an application that logs httpx
+    at INFO has chosen to record its URLs. Only those records are dropped;
+    every other httpx and httpcore record still reaches the secret watch.
+    """
+    logger = logging.getLogger("httpx")
+    logger.addFilter(_not_a_request_line)
+    try:
+        yield
+    finally:
+        logger.removeFilter(_not_a_request_line)
