@@ -566,3 +566,12 @@ def test_an_error_pydantic_cannot_retitle_gets_a_note_naming_the_client() -> Non
     named = _naming(raised.value, "billing")
     assert named is raised.value
     assert named.__notes__ == ["in the options of HTTP client 'billing'"]
+
+
+@pytest.mark.parametrize("name", ["Host", "content-length", "User-Agent"])
+def test_the_correlation_header_may_not_be_one_httpx_sets_itself(name: str) -> None:
+    with pytest.raises(ValueError, match="httpx sets it") as raised:
+        HttpClientsModule(correlation_header=name)
+    assert str(raised.value) == (
+        f"correlation_header may not be {name!r}: httpx sets it on requests itself"
+    )

@@ -51,6 +51,19 @@ _MAX_LENGTH: Final = 200
 _VALUE: Final = re.compile(rf"[\x21-\x7e]{{1,{_MAX_LENGTH}}}")
 # RFC 9110 token characters.
 _TOKEN: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+# Headers an httpx client puts on every request (or every request with a body)
+# by itself: a correlation header of one of these names would never be stamped.
+_RESERVED: Final = frozenset(
+    {
+        "host",
+        "accept",
+        "accept-encoding",
+        "connection",
+        "user-agent",
+        "content-length",
+        "transfer-encoding",
+    }
+)
 
 _current: ContextVar[str | None] = ContextVar(
     "http_resilience_correlation_id", default=None
@@ -119,11 +132,17 @@ def check_header_name(name: str) -> str:
     """`name` if it is a valid HTTP header name.
 
     Raises:
-        ValueError: It is empty or has a character a header name may not.
+        ValueError: It is empty, has a character a header name may not, or
+            names a header httpx always sets itself (`Host`, `Content-Length`,
+            ...), which the stamp would then never write.
     """
     if _TOKEN.fullmatch(name) is None:
         raise ValueError(
             f"correlation_header must be an HTTP header name, got {name!r}"
+        )
+    if name.lower() in _RESERVED:
+        raise ValueError(
+            f"correlation_header may not be {name!r}: httpx sets it on requests itself"
         )
     return name
 

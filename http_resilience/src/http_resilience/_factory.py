@@ -67,7 +67,8 @@ class HttpClientFactory:
     Raises:
         pydantic.ValidationError: A configured client's options are invalid;
             the error's title names the client.
-        ValueError: `correlation_header` is not a header name.
+        ValueError: `correlation_header` is not a header name, or names one
+            httpx sets itself (`Host`, `User-Agent`, `Content-Length`, ...).
 
     Example:
         >>> import asyncio

@@ -52,7 +52,7 @@ class HttpClientsModule(Module):
         pydantic.ValidationError: A client's configured options are invalid.
         ResilienceLayerError: A transport given to `add` is already resilient.
         ValueError: A name is added twice, or `correlation_header` is not a
-            header name.
+            header name or names one httpx sets itself (`Host`, ...).
 
     Example:
         >>> import asyncio, httpx
