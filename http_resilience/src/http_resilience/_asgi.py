@@ -21,6 +21,7 @@ from http_resilience._errors import (
     ResilienceError,
     TotalTimeoutError,
 )
+from http_resilience._retry_after import MAX_RETRY_AFTER
 
 __all__ = ["ResilienceErrorMiddleware"]
 
@@ -51,7 +52,8 @@ class ResilienceErrorMiddleware:
     `TotalTimeoutError` 504, `RateLimitedError` 429, any other
     `ResilienceError` 503. When the error knows how long to wait
     (``retry_after``, seconds), the response carries ``Retry-After`` in whole
-    seconds, rounded up. The body (RFC 9457) holds ``type``, ``title``,
+    seconds, rounded up, and at most a day (what readers, ours included, heed
+    at most). The body (RFC 9457) holds ``type``, ``title``,
     ``status`` and a fixed ``detail``: never the exception's message, which
     names clients and hosts.
 
@@ -108,13 +110,13 @@ def _status(error: ResilienceError) -> HTTPStatus:
 
 
 def _retry_after(error: ResilienceError) -> str | None:
-    """Whole seconds to wait, rounded up; None when unknown or not a number."""
+    """Whole seconds to wait, rounded up, at most a day; None when unknown."""
     if not isinstance(error, BrokenCircuitError | RateLimitedError):
         return None
     wait = error.retry_after
     if wait is None or not math.isfinite(wait):
         return None
-    return str(max(0, math.ceil(wait)))
+    return str(min(max(0, math.ceil(wait)), int(MAX_RETRY_AFTER)))
 
 
 async def _send_problem(send: Send, error: ResilienceError) -> None:
