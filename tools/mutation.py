@@ -43,7 +43,7 @@ import sys
 import threading
 import tomllib
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -189,6 +189,10 @@ def echo_progress(output: IO[bytes]) -> None:
     included; the report prints the ones that matter.
     """
     shown = sys.stdout.buffer
+    # Into a file or a pipe, a spinner redrawn with carriage returns is a wall
+    # of frames: there each line keeps only its last frame.
+    terminal = sys.stdout.isatty()
+    write = shown.write if terminal else _last_frames(shown.write)
     keep = len(MUTANT_LISTING) - 1
     pending = b""
     quiet = False
@@ -198,15 +202,29 @@ def echo_progress(output: IO[bytes]) -> None:
         pending += chunk
         cut = pending.find(MUTANT_LISTING)
         if cut >= 0:
-            shown.write(pending[: cut + 1])
+            write(pending[: cut + 1])
             quiet = True
         elif len(pending) > keep:
-            shown.write(pending[:-keep])
+            write(pending[:-keep])
             pending = pending[-keep:]
         shown.flush()
     if not quiet:
-        shown.write(pending)
+        write(pending if terminal else pending + b"\n")
         shown.flush()
+
+
+def _last_frames(write: Callable[[bytes], object]) -> Callable[[bytes], None]:
+    """A writer that holds each line until it ends, then writes its last frame."""
+    held = b""
+
+    def frames(data: bytes) -> None:
+        nonlocal held
+        held += data
+        *lines, held = held.split(b"\n")
+        for line in lines:
+            write(line.rsplit(b"\r", 1)[-1] + b"\n")
+
+    return frames
 
 
 def parse_results(listing: str) -> dict[str, str]:
