@@ -27,6 +27,7 @@ __all__ = [
     "Leftovers",
     "SecretWatch",
     "assert_back_to_baseline",
+    "assert_back_to_baseline_sync",
     "leftovers",
     "watch_secrets",
     "without_httpx_request_lines",
@@ -86,6 +87,26 @@ async def assert_back_to_baseline(
     now = leftovers()
     while not now.within(baseline) and _CLOCK.monotonic() < deadline:
         await _CLOCK.sleep(POLL)
+        now = leftovers()
+    assert now.within(baseline), f"left behind: {now} > baseline {baseline}"
+    return now
+
+
+def assert_back_to_baseline_sync(
+    baseline: Leftovers, *, limit: float = SETTLE_LIMIT
+) -> Leftovers:
+    """`assert_back_to_baseline` for sync scenarios: it blocks the calling thread.
+
+    The fault server closes its side of a connection on its own thread, so
+    polling from the test's thread lets it get there. Returns the last reading.
+
+    Raises:
+        AssertionError: still above the baseline after `limit` seconds.
+    """
+    deadline = _CLOCK.monotonic() + limit
+    now = leftovers()
+    while not now.within(baseline) and _CLOCK.monotonic() < deadline:
+        _CLOCK.sleep_sync(POLL)
         now = leftovers()
     assert now.within(baseline), f"left behind: {now} > baseline {baseline}"
     return now
