@@ -38,19 +38,26 @@ import math
 import random
 import threading
 from collections import Counter
-from collections.abc import Awaitable, Callable, Generator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from email.utils import formatdate
 from time import time as wall_time
 from types import MappingProxyType
-from typing import Any, Final, Literal, get_args
+from typing import Final, Literal, get_args
 from urllib.parse import parse_qs
 
 import anyio.to_thread
 
 from http_resilience import SystemClock
-from tests.support.fault_server import read_body, serve_app, stayed
+from tests.support.fault_server import (
+    Message,
+    Receive,
+    Send,
+    read_body,
+    serve_app,
+    stayed,
+)
 
 __all__ = [
     "FATES",
@@ -102,10 +109,6 @@ MARK = b"x-chaos"
 CUT_BODY = 2048
 
 _CLOCK = SystemClock()
-
-Message = dict[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,9 @@ import uvicorn
 __all__ = [
     "ASGIApp",
     "FaultServer",
+    "Message",
+    "Receive",
+    "Send",
     "fault_server",
     "free_port",
     "read_body",
