@@ -165,7 +165,6 @@ class RetryStrategy:
         """Send `request`, again after each failure while allowed."""
         clock = self._clock
         telemetry = self._telemetry
-        retryable: bool | None = None  # asked on the first failure only
         body = request.stream  # as it is before any attempt reads it
         report = telemetry.wants_attempts
         attempt = 1
@@ -176,52 +175,28 @@ class RetryStrategy:
                 response = await self._next.handle(request, call)
             except FAILURE_EXCEPTIONS as exc:
                 reason = type(exc).__name__
-                ended = clock.monotonic()
-                if report:
-                    telemetry.attempt(
-                        call.method, call.host, attempt, reason, ended - started
-                    )
-                if retryable is None:
-                    retryable = self._decision.will_retry(request, body)
-                if not retryable:
-                    raise
-                delay = self._decision.next_delay(
-                    attempt, None, now=ended, deadline=call.deadline
-                )
+                delay = self._after_error(request, body, call, reason, started)
                 if delay is None:
                     raise
             else:
-                failed = is_failure_status(response.status_code)
+                status = response.status_code
                 if report:
-                    telemetry.attempt(
-                        call.method,
-                        call.host,
-                        attempt,
-                        str(response.status_code),
-                        clock.monotonic() - started,
-                    )
-                if not failed:
+                    self._report(call, str(status), started)
+                if not is_failure_status(status):
                     return response
-                if retryable is None:
-                    retryable = self._decision.will_retry(request, body)
-                if not retryable:
-                    return response
-                delay = self._decision.next_delay(
-                    attempt, response, now=clock.monotonic(), deadline=call.deadline
-                )
+                delay = self._after_failed_answer(request, body, call, response)
                 if delay is None:
                     return response
-                reason = str(response.status_code)
+                reason = str(status)
                 await close_quietly(response)
             telemetry.retry(call.method, call.host, attempt, delay, reason)
             await clock.sleep(delay)
             attempt += 1
 
     def handle_sync(self, request: httpx.Request, call: Call) -> httpx.Response:
-        """The blocking twin of `handle`."""
+        """The blocking twin of `handle`; the decisions are shared."""
         clock = self._clock
         telemetry = self._telemetry
-        retryable: bool | None = None  # asked on the first failure only
         body = request.stream  # as it is before any attempt reads it
         report = telemetry.wants_attempts
         attempt = 1
@@ -232,43 +207,68 @@ class RetryStrategy:
                 response = self._next.handle_sync(request, call)
             except FAILURE_EXCEPTIONS as exc:
                 reason = type(exc).__name__
-                ended = clock.monotonic()
-                if report:
-                    telemetry.attempt(
-                        call.method, call.host, attempt, reason, ended - started
-                    )
-                if retryable is None:
-                    retryable = self._decision.will_retry(request, body)
-                if not retryable:
-                    raise
-                delay = self._decision.next_delay(
-                    attempt, None, now=ended, deadline=call.deadline
-                )
+                delay = self._after_error(request, body, call, reason, started)
                 if delay is None:
                     raise
             else:
-                failed = is_failure_status(response.status_code)
+                status = response.status_code
                 if report:
-                    telemetry.attempt(
-                        call.method,
-                        call.host,
-                        attempt,
-                        str(response.status_code),
-                        clock.monotonic() - started,
-                    )
-                if not failed:
+                    self._report(call, str(status), started)
+                if not is_failure_status(status):
                     return response
-                if retryable is None:
-                    retryable = self._decision.will_retry(request, body)
-                if not retryable:
-                    return response
-                delay = self._decision.next_delay(
-                    attempt, response, now=clock.monotonic(), deadline=call.deadline
-                )
+                delay = self._after_failed_answer(request, body, call, response)
                 if delay is None:
                     return response
-                reason = str(response.status_code)
+                reason = str(status)
                 close_quietly_sync(response)
             telemetry.retry(call.method, call.host, attempt, delay, reason)
             clock.sleep_sync(delay)
             attempt += 1
+
+    # --- the decisions both loops share: off the path of a first success ----
+
+    def _report(self, call: Call, outcome: str, started: float) -> None:
+        self._telemetry.attempt(
+            call.method,
+            call.host,
+            call.attempt,
+            outcome,
+            self._clock.monotonic() - started,
+        )
+
+    def _after_error(
+        self,
+        request: httpx.Request,
+        body: object,
+        call: Call,
+        reason: str,
+        started: float,
+    ) -> float | None:
+        """After an attempt raised: the wait before the next, or None to re-raise."""
+        ended = self._clock.monotonic()
+        if self._telemetry.wants_attempts:
+            self._telemetry.attempt(
+                call.method, call.host, call.attempt, reason, ended - started
+            )
+        if not self._decision.will_retry(request, body):
+            return None
+        return self._decision.next_delay(
+            call.attempt, None, now=ended, deadline=call.deadline
+        )
+
+    def _after_failed_answer(
+        self,
+        request: httpx.Request,
+        body: object,
+        call: Call,
+        response: httpx.Response,
+    ) -> float | None:
+        """After a failure status: the wait before the next, or None to return it."""
+        if not self._decision.will_retry(request, body):
+            return None
+        return self._decision.next_delay(
+            call.attempt,
+            response,
+            now=self._clock.monotonic(),
+            deadline=call.deadline,
+        )
