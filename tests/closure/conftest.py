@@ -1,10 +1,11 @@
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
 import pytest
+
+from tests.support.missing import missing
 
 from ._workspace import REPO_ROOT
 
@@ -18,8 +19,7 @@ def uv() -> Path:
     on_path = shutil.which("uv")
     if on_path is not None:
         return Path(on_path)
-    message = "uv is neither at .tools/bin/uv nor on PATH: run `make venv` first"
-    if "CI" in os.environ:
-        # In CI a missing uv is a broken set-up, and a skip would pass it off as green.
-        pytest.fail(f"{message} (CI is set, so this is a failure)", pytrace=False)
-    pytest.skip(message)
+    missing(
+        "uv is neither at .tools/bin/uv nor on PATH",
+        remedy="run `make venv` first",
+    )

@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from tests.support.missing import missing
 from tests.support.postgres import (
     SERIALIZATION_FAILURE,
     find_server_binaries,
@@ -93,3 +94,21 @@ def test_missing_server_skips_outside_ci(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.delenv("CI", raising=False)
     with pytest.raises(pytest.skip.Exception, match="no PostgreSQL"):
         unavailable("no PostgreSQL")
+
+
+def test_a_missing_tool_fails_under_ci_naming_the_remedy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CI", "1")
+    with pytest.raises(pytest.fail.Exception) as raised:
+        missing("uv is not installed", remedy="run `make venv` first")
+    assert str(raised.value) == (
+        "uv is not installed; run `make venv` first (CI is set, so this is a failure)"
+    )
+
+
+def test_a_missing_tool_skips_outside_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception) as raised:
+        missing("uv is not installed", remedy="run `make venv` first")
+    assert str(raised.value) == "uv is not installed"

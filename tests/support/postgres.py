@@ -27,6 +27,8 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
+from tests.support.missing import missing
+
 SERVER_BINARIES = "/usr/lib/postgresql/*/bin"
 DATABASE = "test"
 SERIALIZATION_FAILURE = "40001"
@@ -62,13 +64,7 @@ def find_server_binaries(pattern: str = SERVER_BINARIES) -> Path | None:
 
 def unavailable(reason: str) -> NoReturn:
     """Skip the test; under CI fail it, since a skip would pass a broken set-up off."""
-    if "CI" in os.environ:
-        pytest.fail(
-            f"{reason}; .ci/run should have installed the `postgresql` package "
-            "(CI is set, so this is a failure)",
-            pytrace=False,
-        )
-    pytest.skip(reason)
+    missing(reason, remedy=".ci/run should have installed the `postgresql` package")
 
 
 def _free_port() -> int:
