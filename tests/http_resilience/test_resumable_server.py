@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import random
-import socket
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -19,7 +18,6 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 
 from http_resilience import (
     PartialStreamPolicy,
@@ -28,6 +26,7 @@ from http_resilience import (
     resumable_bytes_sync,
 )
 from http_resilience.testing import FakeClock
+from tests.support.fault_server import run_lifespan, serve_app
 
 from .ranged import drain
 
@@ -53,7 +52,7 @@ class FileApp:
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
-            await self.lifespan(receive, send)
+            await run_lifespan(receive, send, self.started)
             return
         path: str = scope["path"]
         headers = {
@@ -92,16 +91,6 @@ class FileApp:
         if end == len(data):
             await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    async def lifespan(self, receive: Any, send: Any) -> None:
-        while True:
-            message: Message = await receive()
-            if message["type"] == "lifespan.startup":
-                self.started.set()
-                await send({"type": "lifespan.startup.complete"})
-            elif message["type"] == "lifespan.shutdown":
-                await send({"type": "lifespan.shutdown.complete"})
-                return
-
 
 @dataclass(frozen=True)
 class Running:
@@ -112,34 +101,8 @@ class Running:
 @pytest.fixture(scope="module")
 def server() -> Iterator[Running]:
     app = FileApp()
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.bind(("127.0.0.1", 0))
-    # Listening before uvicorn serves: a connection made early waits in the
-    # backlog instead of being refused.
-    listener.listen()
-    port = listener.getsockname()[1]
-    config = uvicorn.Config(
-        app,
-        lifespan="on",
-        log_config=None,
-        access_log=False,
-        http="h11",
-        ws="none",
-        loop="asyncio",
-    )
-    runner = uvicorn.Server(config)
-    thread = threading.Thread(
-        target=runner.run, kwargs={"sockets": [listener]}, daemon=True
-    )
-    thread.start()
-    try:
-        assert app.started.wait(timeout=20), "uvicorn did not start"
-        yield Running(f"http://127.0.0.1:{port}", app)
-    finally:
-        runner.should_exit = True
-        thread.join(timeout=20)
-        listener.close()
-    assert not thread.is_alive()
+    with serve_app(app, app.started, name="file server") as url:
+        yield Running(url, app)
 
 
 def options(**overrides: Any) -> StreamRetryOptions:

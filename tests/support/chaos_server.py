@@ -55,6 +55,7 @@ from tests.support.fault_server import (
     Receive,
     Send,
     read_body,
+    run_lifespan,
     serve_app,
     stayed,
 )
@@ -257,7 +258,7 @@ class ChaosApp:
 
     async def __call__(self, scope: Message, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
-            await self._lifespan(receive, send)
+            await run_lifespan(receive, send, self.started)
             return
         query = parse_qs(scope["query_string"].decode("latin-1"))
         calls, forced = query.get("call", []), query.get("fate", [])
@@ -318,16 +319,6 @@ class ChaosApp:
         else:  # reset, blackhole: the answer never reaches the client
             await _answer(send, 200, ok, [*headers, (MARK, fate.encode())])
         return True
-
-    async def _lifespan(self, receive: Receive, send: Send) -> None:
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                self.started.set()
-                await send({"type": "lifespan.startup.complete"})
-            elif message["type"] == "lifespan.shutdown":
-                await send({"type": "lifespan.shutdown.complete"})
-                return
 
 
 async def _answer(

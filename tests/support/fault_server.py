@@ -53,6 +53,7 @@ __all__ = [
     "fault_server",
     "free_port",
     "read_body",
+    "run_lifespan",
     "serve_app",
     "serve_faults",
     "stayed",
@@ -155,6 +156,18 @@ async def stayed(receive: Receive, seconds: float) -> bool:
     return False
 
 
+async def run_lifespan(receive: Receive, send: Send, started: threading.Event) -> None:
+    """Answer uvicorn's lifespan messages; set `started` once it starts."""
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            started.set()
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
 async def _respond(
     send: Send, answer: _Answer, body: bytes, headers: list[tuple[bytes, bytes]]
 ) -> None:
@@ -222,7 +235,7 @@ class FaultApp:
 
     async def __call__(self, scope: Message, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
-            await self._lifespan(receive, send)
+            await run_lifespan(receive, send, self.started)
             return
         route = _route(scope["path"])
         if route is None:
@@ -244,16 +257,6 @@ class FaultApp:
             answered = True
         finally:
             self.counts.leave(key, aborted=not answered)
-
-    async def _lifespan(self, receive: Receive, send: Send) -> None:
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                self.started.set()
-                await send({"type": "lifespan.startup.complete"})
-            elif message["type"] == "lifespan.shutdown":
-                await send({"type": "lifespan.shutdown.complete"})
-                return
 
 
 @dataclass(frozen=True)
