@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.support.samples import assert_prints, run_sample
 
 ROOT = Path(__file__).resolve().parents[2]
 MAIN = ROOT / "samples" / "quickstart" / "main.py"
@@ -83,30 +83,13 @@ roles ['admin']
 def run_quickstart(
     cwd: Path, temporary: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
-    # sys.executable is the interpreter running the tests: the workspace venv.
-    # -W error: a warning in the demo is a failure, as in the test suite.
-    # TMPDIR (when given) is where the demo's temporary SQLite database goes.
-    env = dict(os.environ)
-    if temporary is not None:
-        env["TMPDIR"] = str(temporary)
-    return subprocess.run(
-        [sys.executable, "-W", "error", str(MAIN)],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
+    return run_sample(MAIN, cwd, temporary)
 
 
 @pytest.mark.parametrize("where", ["repository root", "elsewhere"])
 def test_quickstart_prints_every_step(where: str, tmp_path: Path) -> None:
     cwd = ROOT if where == "repository root" else tmp_path
-    result = run_quickstart(cwd)
-    assert result.returncode == 0, result.stderr
-    assert result.stderr == ""
-    assert result.stdout.splitlines() == EXPECTED.splitlines()
+    assert_prints(run_quickstart(cwd), EXPECTED)
 
 
 def test_quickstart_removes_its_database(tmp_path: Path) -> None:

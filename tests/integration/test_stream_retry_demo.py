@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.support.samples import assert_prints, run_sample
 
 ROOT = Path(__file__).resolve().parents[2]
 MAIN = ROOT / "samples" / "stream_retry" / "main.py"
@@ -60,16 +60,5 @@ so far, next in 5 ms
 
 @pytest.mark.parametrize("where", ["repository root", "elsewhere"])
 def test_the_demo_prints_every_step(where: str, tmp_path: Path) -> None:
-    # sys.executable is the interpreter running the tests: the workspace venv.
-    # -W error: a warning in the demo is a failure, as in the test suite.
-    result = subprocess.run(
-        [sys.executable, "-W", "error", str(MAIN)],
-        cwd=ROOT if where == "repository root" else tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stderr == ""
-    assert result.stdout.splitlines() == EXPECTED.splitlines()
+    cwd = ROOT if where == "repository root" else tmp_path
+    assert_prints(run_sample(MAIN, cwd), EXPECTED)
