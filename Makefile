@@ -39,6 +39,8 @@ chaos: venv
 	$(BIN)/python -m pytest tests/chaos -m chaos $(PYTEST_ARGS)
 
 lint: venv
+	$(BIN)/python tools/unasync.py --check
+	$(BIN)/python tools/copy_primitives.py --check
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
@@ -57,6 +59,8 @@ $(BENCH_VENV)/.synced: $(UV) benchmarks/requirements.txt $(MEMBERS)
 
 bench: $(BENCH_VENV)/.synced
 	$(BENCH_VENV)/bin/python benchmarks/mediator_dispatch.py
+	$(BENCH_VENV)/bin/python benchmarks/mediator_build.py
+	$(BENCH_VENV)/bin/python benchmarks/mediator_import.py
 	$(BENCH_VENV)/bin/python benchmarks/mediator_retry.py
 	$(BENCH_VENV)/bin/python benchmarks/stream_retry.py
 	$(BENCH_VENV)/bin/python benchmarks/http_overhead.py

@@ -60,12 +60,16 @@ SEPARATOR = "\N{LATIN LETTER LATERAL CLICK}"  # mutmut's class separator: xǁCla
 # Modules listed in [tool.mutmut] only_mutate whose pure logic is only part of the
 # file: just these functions are tested (mutmut's mangled names, globs allowed).
 NARROWED: Mapping[str, Sequence[str]] = {
-    # The stage ordering; the rest of the module is dispatch.
-    "mediator._mediator": ("x__build_behaviors",),
-    # The decision; `RetryStrategy` is the I/O loop around it.
-    "http_resilience._retry": (f"x{SEPARATOR}RetryDecision{SEPARATOR}*",),
+    # The stage ordering; the rest of the module compiles routes.
+    "mediator._compiler": ("x_compile_behaviors",),
+    # The decision; `RetryStrategy` and its two loops are the I/O around it.
+    "http_resilience._strategies.retry": (f"x{SEPARATOR}RetryDecision{SEPARATOR}*",),
     # The arithmetic; the two drivers wait on futures and threads.
-    "http_resilience._limiter": (f"x{SEPARATOR}ConcurrencyLimit{SEPARATOR}*",),
+    "http_resilience._strategies.limiter": (
+        f"x{SEPARATOR}ConcurrencyLimit{SEPARATOR}*",
+    ),
+    # The state machine; the registry and the strategy are the I/O around it.
+    "http_resilience._strategies.breaker": (f"x{SEPARATOR}CircuitBreaker{SEPARATOR}*",),
 }
 
 CAUGHT = ("killed", "timeout")
