@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from dataclasses import dataclass
+from typing import Annotated, Any, cast
 
 import pytest
 from injector import Binder, Injector, Module, inject
-from pydantic import BaseModel, SecretBytes, SecretStr
+from pydantic import BaseModel, ConfigDict, SecretBytes, SecretStr
 
 from mediator import (
     AuditRecord,
@@ -481,3 +482,178 @@ async def test_a_sink_bound_in_any_module_replaces_the_default(
 
     assert [r.request_type for r in sink.records] == ["Pay"]
     assert audit_logs(caplog) == []
+
+
+# --- redaction through dataclasses, attrs classes, tuples, lists, dicts ---------
+
+
+@dataclass(frozen=True)
+class Account:
+    iban: Annotated[str, Sensitive()]
+    bank: str
+
+
+@dataclass(frozen=True)
+class Wallet:
+    owner: str
+    account: Account
+    backups: tuple[Account, ...] = ()
+
+
+@dataclass(frozen=True)
+class FakeAttribute:
+    """What attrs puts in `__attrs_attrs__` (attrs is not a dependency)."""
+
+    name: str
+    type: Any = None
+
+
+class Device:
+    """Shaped like an attrs class: attributes listed in `__attrs_attrs__`."""
+
+    __attrs_attrs__ = (
+        FakeAttribute("label"),
+        FakeAttribute("secret", Annotated[str, Sensitive()]),
+    )
+
+    def __init__(self, label: str, secret: str) -> None:
+        self.label = label
+        self.secret = secret
+
+
+class Transfer(Command[str]):
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    wallet: Wallet
+    devices: list[Device]
+    by_name: dict[str, Account]
+    pair: tuple[Account, Card]
+    anything: Any = None
+
+
+class TransferHandler(CommandHandler[Transfer, str]):
+    def handle(self, request: Transfer) -> str:
+        return "moved"
+
+
+def transfer_mediator(clock: FakeClock, sink: RecordingSink) -> Mediator:
+    module = MediatorModule(lambda m: m.add_handler(TransferHandler).use_defaults())
+    return Injector([module, Infrastructure(clock, sink)]).get(Mediator)
+
+
+TRANSFER_SECRETS = ("DE-1-s3cret", "DE-2-s3cret", "DE-3-s3cret", "dev-s3cret")
+
+
+def a_transfer(**changes: Any) -> Transfer:
+    fields: dict[str, Any] = {
+        "wallet": Wallet(
+            owner="Ada",
+            account=Account(iban="DE-1-s3cret", bank="B1"),
+            backups=(Account(iban="DE-2-s3cret", bank="B2"),),
+        ),
+        "devices": [Device("phone", "dev-s3cret")],
+        "by_name": {"main": Account(iban="DE-3-s3cret", bank="B3")},
+        "pair": (
+            Account(iban="DE-1-s3cret", bank="B1"),
+            Card(holder="Ada", number=SecretStr("4111111111111111")),
+        ),
+    }
+    fields.update(changes)
+    return Transfer(**fields)
+
+
+async def test_sensitive_fields_in_dataclasses_and_attrs_classes_are_redacted(
+    clock: FakeClock, sink: RecordingSink
+) -> None:
+    await transfer_mediator(clock, sink).send(a_transfer())
+
+    [record] = sink.records
+    leaked = [s for s in (*TRANSFER_SECRETS, "4111") if s in repr(record)]
+    assert leaked == []
+    redacted_account = {"iban": REDACTED, "bank": "B1"}
+    assert record.fields == {
+        "wallet": {
+            "owner": "Ada",
+            "account": redacted_account,
+            "backups": [{"iban": REDACTED, "bank": "B2"}],
+        },
+        "devices": [{"label": "phone", "secret": REDACTED}],
+        "by_name": {"main": {"iban": REDACTED, "bank": "B3"}},
+        "pair": [redacted_account, {"holder": "Ada", "number": REDACTED}],
+        "anything": None,
+    }
+
+
+async def test_values_of_any_type_are_redacted_through_every_container(
+    clock: FakeClock, sink: RecordingSink
+) -> None:
+    account = Account(iban="DE-1-s3cret", bank="B1")
+    nested: Any = {"a": [({"b": account},)], "c": {Device("tablet", "dev-s3cret")}}
+
+    await transfer_mediator(clock, sink).send(a_transfer(anything=nested))
+
+    [record] = sink.records
+    assert [s for s in TRANSFER_SECRETS if s in repr(record)] == []
+    assert record.fields["anything"] == {
+        "a": [[{"b": {"iban": REDACTED, "bank": "B1"}}]],
+        "c": [{"label": "tablet", "secret": REDACTED}],
+    }
+
+
+async def test_a_cycle_or_a_deep_nesting_is_cut_off_without_leaking(
+    clock: FakeClock, sink: RecordingSink
+) -> None:
+    loop: list[Any] = [Account(iban="DE-1-s3cret", bank="B1")]
+    loop.append(loop)
+    deep: Any = Account(iban="DE-2-s3cret", bank="B2")
+    for _ in range(1000):
+        deep = [deep]
+
+    await transfer_mediator(clock, sink).send(a_transfer(anything=[loop, deep]))
+
+    [record] = sink.records
+    assert [s for s in TRANSFER_SECRETS if s in repr(record)] == []
+    cycle, innermost = record.fields["anything"]
+    assert cycle == [{"iban": REDACTED, "bank": "B1"}, "[cycle]"]
+    levels = 0
+    while isinstance(innermost, list):
+        innermost = cast("list[object]", innermost)[0]
+        levels += 1
+    assert innermost == "[too deep]"
+    assert levels < 100
+
+
+async def test_a_shared_value_is_not_taken_for_a_cycle(
+    clock: FakeClock, sink: RecordingSink
+) -> None:
+    account = Account(iban="DE-1-s3cret", bank="B1")
+
+    await transfer_mediator(clock, sink).send(a_transfer(anything=[account, account]))
+
+    [record] = sink.records
+    assert record.fields["anything"] == [{"iban": REDACTED, "bank": "B1"}] * 2
+
+
+async def test_a_local_dataclass_with_unresolvable_annotations_is_redacted(
+    clock: FakeClock, sink: RecordingSink
+) -> None:
+    # Under `from __future__ import annotations` a local class's annotations are
+    # strings that name locals, which no one can resolve later.
+    @dataclass
+    class Key:
+        value: Annotated[str, Sensitive()]
+        label: str
+
+    @dataclass
+    class Ring:
+        key: Key
+        name: str
+
+    ring = Ring(Key("key-s3cret", "front door"), "home")
+    await transfer_mediator(clock, sink).send(a_transfer(anything=ring))
+
+    [record] = sink.records
+    assert record.fields["anything"] == {
+        "key": {"value": REDACTED, "label": "front door"},
+        "name": "home",
+    }

@@ -83,6 +83,9 @@ class RetryOnce:
 
 
 class TracingUnit:
+    def savepoint(self) -> TracingUnit:
+        return TracingUnit()
+
     def begin(self) -> None:
         TRACE.append("begin")
 
@@ -97,6 +100,9 @@ class TracingUnit:
 
 
 class TracingAsyncUnit:
+    def savepoint(self) -> TracingAsyncUnit:
+        return TracingAsyncUnit()
+
     async def begin(self) -> None:
         TRACE.append("begin")
 

@@ -276,3 +276,43 @@ def test_publish_sync_refuses_an_async_only_behavior_by_name() -> None:
         match=r"AsyncOnly \(module .*\) applies to OrderPlaced but has no handle_sync",
     ):
         mediator.publish_sync(OrderPlaced(order="o16"))
+
+
+async def test_publish_routes_are_compiled_when_the_mediator_is_built() -> None:
+    asked: list[type[Any]] = []
+
+    class Watching:
+        def applies_to(self, message_type: type[Any]) -> bool:
+            asked.append(message_type)
+            return True
+
+        async def handle(self, notification: Any, next: Any) -> Any:
+            return await next()
+
+        def handle_sync(self, notification: Any, next: Any) -> Any:
+            return next()
+
+    mediator = build(lambda m: m.add_handler(Email, ShippedOnly).add_behavior(Watching))
+    at_build = list(asked)
+
+    await mediator.publish(OrderPlaced(order="o16"))
+    with pytest.raises(SyncPathError):  # its handlers are async
+        mediator.publish_sync(Shipped(order="o17"))
+
+    # Both handled types, each for publish and publish_sync, and nothing later.
+    assert sorted(t.__name__ for t in at_build) == [
+        "OrderPlaced",
+        "OrderPlaced",
+        "Shipped",
+        "Shipped",
+    ]
+    assert asked == at_build
+    assert LOG == ["email o16"]
+    LOG.clear()
+
+    # A subclass nobody handles by name reaches its bases' handlers, as before.
+    class Express(Shipped):
+        pass
+
+    await mediator.publish(Express(order="o18"))
+    assert LOG == ["email o18", "shipped o18"]

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import itertools
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import Any, ClassVar
 
 import pytest
 from injector import Binder, Injector, ProviderOf, inject
@@ -25,7 +26,9 @@ from mediator import (
     Stage,
     StreamHandler,
     StreamQuery,
+    SyncPathError,
     UnresolvableDependencyError,
+    at_scope_exit,
     request_scope,
 )
 
@@ -388,3 +391,102 @@ async def test_a_scoped_stream_behaves_as_an_async_generator() -> None:
         await unstarted.athrow(KeyError("before the first item"))
     with pytest.raises(StopAsyncIteration):
         await anext(unstarted)
+
+
+# --- cleanups registered with at_scope_exit ---------------------------------------
+
+
+class Cleaned(Command[str]):
+    """Registers the cleanups it is given, then fails if `fail` is set."""
+
+    fail: bool = False
+
+
+class CleanedHandler(CommandHandler[Cleaned, str]):
+    cleanups: ClassVar[list[Callable[[], object]]] = []
+
+    @inject
+    def __init__(self, unit: UnitOfWork) -> None:
+        self.unit = unit  # a request-scoped service: the route opens a scope
+
+    def handle(self, request: Cleaned) -> str:
+        for cleanup in self.cleanups:
+            at_scope_exit(cleanup)
+        if request.fail:
+            raise ValueError("the handler failed")
+        return "done"
+
+
+def cleaned_mediator(*cleanups: Callable[[], object]) -> Mediator:
+    CleanedHandler.cleanups = list(cleanups)
+    return make_mediator(CleanedHandler)
+
+
+async def test_cleanups_run_newest_first_and_async_ones_are_awaited() -> None:
+    ran: list[str] = []
+
+    async def closing() -> None:
+        await asyncio.sleep(0)  # noqa: TID251 - a yield to the loop, not a wait
+        ran.append("async")
+
+    mediator = cleaned_mediator(
+        lambda: ran.append("first"), closing, lambda: ran.append("last")
+    )
+    assert await mediator.send(Cleaned()) == "done"
+    assert ran == ["last", "async", "first"]
+
+
+async def test_failing_cleanups_do_not_stop_the_others_and_are_raised_together() -> (
+    None
+):
+    ran: list[str] = []
+
+    def broken() -> None:
+        raise RuntimeError("cleanup one")
+
+    async def broken_async() -> None:
+        raise KeyError("cleanup two")
+
+    mediator = cleaned_mediator(lambda: ran.append("kept"), broken, broken_async)
+    with pytest.raises(ExceptionGroup) as raised:
+        await mediator.send(Cleaned())
+    assert [type(e) for e in raised.value.exceptions] == [KeyError, RuntimeError]
+    assert ran == ["kept"]
+
+
+async def test_a_failing_cleanup_is_noted_on_the_send_failure_not_raised() -> None:
+    def broken() -> None:
+        raise RuntimeError("cleanup")
+
+    mediator = cleaned_mediator(broken)
+    with pytest.raises(ValueError, match="the handler failed") as raised:
+        await mediator.send(Cleaned(fail=True))
+    assert raised.value.__notes__ == [
+        "scope cleanup also failed: RuntimeError: cleanup"
+    ]
+
+
+def test_send_sync_refuses_an_async_cleanup_and_runs_the_rest() -> None:
+    ran: list[str] = []
+    awaitables: list[Coroutine[Any, Any, None]] = []
+
+    async def closing() -> None:
+        ran.append("async")  # never runs: the coroutine is closed unawaited
+
+    def start_closing() -> Coroutine[Any, Any, None]:
+        awaitables.append(closing())
+        return awaitables[-1]
+
+    mediator = cleaned_mediator(lambda: ran.append("first"), start_closing)
+    with pytest.raises(SyncPathError, match="is async and the send is sync"):
+        mediator.send_sync(Cleaned())
+    assert ran == ["first"]
+    # closed, so there is no "never awaited" warning
+    assert inspect.getcoroutinestate(awaitables[0]) == inspect.CORO_CLOSED
+
+
+def test_send_sync_runs_sync_cleanups_newest_first() -> None:
+    ran: list[str] = []
+    mediator = cleaned_mediator(lambda: ran.append("first"), lambda: ran.append("last"))
+    assert mediator.send_sync(Cleaned()) == "done"
+    assert ran == ["last", "first"]

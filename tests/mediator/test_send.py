@@ -212,7 +212,8 @@ def test_the_public_names_are_pinned_and_sorted() -> None:
         "TransactionBehavior", "TransientDatabaseError", "UnitOfWork",
         "UnresolvableDependencyError", "ValidationBehavior", "ValidationError",
         "Validator", "acting_as", "at_scope_exit", "authorize", "correlation_id",
-        "current_correlation_id", "current_principal", "is_transactional",
+        "current_correlation_id", "current_principal", "in_unit_of_work",
+        "is_transactional",
         "register_behavior", "request_scope", "transactional",
     }  # fmt: skip
     for name in package.__all__:

@@ -13,7 +13,7 @@ import pytest
 import sqlalchemy as sa
 from injector import Injector, Module, inject
 from sqlalchemy import event, exc
-from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
 from sqlalchemy.orm import Session
 
 from mediator import (
@@ -26,8 +26,11 @@ from mediator import (
     Next,
     Stage,
     SyncNext,
+    SyncPathError,
     TransientDatabaseError,
+    UnitOfWork,
     UnresolvableDependencyError,
+    in_unit_of_work,
     is_transactional,
     transactional,
 )
@@ -362,3 +365,299 @@ async def test_the_async_path_runs_a_sync_unit_of_work_when_no_async_one_is_boun
         await mediator.send(OpenAccount(email="kept@example.org"))
 
     assert rows(engine, Account) == 1
+
+
+# --- nested sends: a savepoint per attempt ---------------------------------------
+
+
+@transactional
+class Nest(Command[None]):
+    """Writes `name`, then sends `then` (the next level), if any."""
+
+    names: tuple[str, ...]
+
+
+INNER_ATTEMPTS: list[bool] = []  # whether each attempt ran inside a unit of work
+
+
+class NestHandler(CommandHandler[Nest, None]):
+    """The last level fails its first attempt after writing."""
+
+    @inject
+    def __init__(self, session: Session, mediator: Mediator) -> None:
+        self.session = session
+        self.mediator = mediator
+
+    def handle(self, request: Nest) -> None:
+        name, *rest = request.names
+        if rest:
+            self.session.add(Account(email=name))
+            self.session.flush()
+            self.mediator.send_sync(Nest(names=tuple(rest)))
+            return
+        INNER_ATTEMPTS.append(in_unit_of_work())
+        self.session.add(Account(email=f"{name}-{len(INNER_ATTEMPTS)}"))
+        self.session.flush()
+        if len(INNER_ATTEMPTS) == 1:
+            raise Boom("first nested attempt")
+
+
+@transactional
+class NestAsync(Command[None]):
+    names: tuple[str, ...]
+
+
+class NestAsyncHandler(CommandHandler[NestAsync, None]):
+    @inject
+    def __init__(self, session: AsyncSession, mediator: Mediator) -> None:
+        self.session = session
+        self.mediator = mediator
+
+    async def handle(self, request: NestAsync) -> None:
+        name, *rest = request.names
+        if rest:
+            self.session.add(Account(email=name))
+            await self.session.flush()
+            await self.mediator.send(NestAsync(names=tuple(rest)))
+            return
+        INNER_ATTEMPTS.append(in_unit_of_work())
+        self.session.add(Account(email=f"{name}-{len(INNER_ATTEMPTS)}"))
+        await self.session.flush()
+        if len(INNER_ATTEMPTS) == 1:
+            raise Boom("first nested attempt")
+
+
+def emails(engine: sa.Engine) -> list[str]:
+    with Session(engine) as session:
+        return sorted(session.scalars(sa.select(Account.email)))
+
+
+@pytest.mark.parametrize(
+    ("names", "kept"),
+    [
+        (("outer", "inner"), ["inner-2", "outer"]),
+        (("outer", "middle", "inner"), ["inner-2", "middle", "outer"]),
+    ],
+)
+def test_a_retried_nested_attempt_rolls_back_to_its_savepoint(
+    engine: sa.Engine, names: tuple[str, ...], kept: list[str]
+) -> None:
+    INNER_ATTEMPTS.clear()
+    statements: list[str] = []
+    event.listen(
+        engine, "before_cursor_execute", lambda *args: statements.append(args[2])
+    )
+    retry = TryTwice()
+    module = MediatorModule(
+        lambda m: m.add_handler(NestHandler).add_behavior(retry).use_defaults()
+    )
+    mediator = Injector([module, SqlAlchemyModule(engine=engine)]).get(Mediator)
+
+    mediator.send_sync(Nest(names=names))
+
+    assert retry.failures == ["Boom"]  # the innermost send's, retried there
+    assert INNER_ATTEMPTS == [True, True]
+    assert emails(engine) == kept
+    assert any(s.startswith("ROLLBACK TO SAVEPOINT") for s in statements)
+    assert not in_unit_of_work()
+
+
+async def test_a_retried_nested_async_attempt_rolls_back_to_its_savepoint(
+    tmp_path: Path,
+) -> None:
+    INNER_ATTEMPTS.clear()
+    async_engine = create_async_engine(f"sqlite+aiosqlite:///{tmp_path / 'n.db'}")
+    async with async_engine.begin() as connection:
+        await connection.run_sync(Base.metadata.create_all)
+    retry = TryTwice()
+    module = MediatorModule(
+        lambda m: m.add_handler(NestAsyncHandler).add_behavior(retry).use_defaults()
+    )
+    mediator = Injector([module, SqlAlchemyModule(async_engine=async_engine)]).get(
+        Mediator
+    )
+    try:
+        await mediator.send(NestAsync(names=("outer", "middle", "inner")))
+
+        async with async_engine.connect() as connection:
+            kept = sorted(await connection.scalars(sa.select(Account.email)))
+        assert kept == ["inner-2", "middle", "outer"]
+        assert retry.failures == ["Boom"]
+    finally:
+        await async_engine.dispose()
+
+
+async def test_the_async_path_takes_savepoints_of_a_sync_unit_of_work(
+    engine: sa.Engine,
+) -> None:
+    INNER_ATTEMPTS.clear()
+    retry = TryTwice()
+    module = MediatorModule(
+        lambda m: m.add_handler(NestHandler).add_behavior(retry).use_defaults()
+    )
+    mediator = Injector([module, SqlAlchemyModule(engine=engine)]).get(Mediator)
+
+    await mediator.send(Nest(names=("outer", "inner")))
+
+    assert emails(engine) == ["inner-2", "outer"]
+
+
+class FailingSavepoint:
+    """A unit of work whose savepoints cannot be rolled back to."""
+
+    def __init__(self, trace: list[str], depth: int = 0) -> None:
+        self.trace = trace
+        self.depth = depth
+
+    def begin(self) -> None:
+        self.trace.append(f"begin {self.depth}")
+
+    def commit(self) -> None:
+        self.trace.append(f"commit {self.depth}")
+
+    def rollback(self) -> None:
+        self.trace.append(f"rollback {self.depth}")
+        if self.depth:
+            raise OSError("connection reset")
+
+    def savepoint(self) -> FailingSavepoint:
+        return FailingSavepoint(self.trace, self.depth + 1)
+
+    def translate_error(self, error: BaseException) -> BaseException:
+        return error
+
+
+@transactional
+class Plain(Command[None]):
+    nested: bool
+
+
+class PlainHandler(CommandHandler[Plain, None]):
+    @inject
+    def __init__(self, mediator: Mediator) -> None:
+        self.mediator = mediator
+
+    def handle(self, request: Plain) -> None:
+        if request.nested:
+            self.mediator.send_sync(Plain(nested=False))
+            return
+        raise Boom("nested")
+
+
+def test_a_savepoint_that_cannot_be_rolled_back_to_loses_the_transaction() -> None:
+    trace: list[str] = []
+
+    class Units(Module):
+        def configure(self, binder: Any) -> None:
+            binder.bind(UnitOfWork, to=lambda: FailingSavepoint(trace))
+
+    module = MediatorModule(lambda m: m.add_handler(PlainHandler).use_defaults())
+    mediator = Injector([module, Units()]).get(Mediator)
+
+    with pytest.raises(TransientDatabaseError) as caught:
+        mediator.send_sync(Plain(nested=True))
+
+    assert str(caught.value) == (
+        "the transaction was lost, try again (rolling back to a savepoint failed)"
+    )
+    assert isinstance(caught.value.__cause__, Boom)
+    assert caught.value.__cause__.__notes__ == [
+        "rolling back also failed: OSError: connection reset"
+    ]
+    assert trace == ["begin 0", "begin 1", "rollback 1", "rollback 0"]
+
+
+async def test_send_sync_inside_an_async_unit_of_work_is_refused(
+    tmp_path: Path,
+) -> None:
+    @transactional
+    class Outer(Command[None]):
+        pass
+
+    class OuterHandler(CommandHandler[Outer, None]):
+        @inject
+        def __init__(self, mediator: Mediator) -> None:
+            self.mediator = mediator
+
+        async def handle(self, request: Outer) -> None:
+            self.mediator.send_sync(Plain(nested=False))
+
+    async_engine = create_async_engine(f"sqlite+aiosqlite:///{tmp_path / 's.db'}")
+    module = MediatorModule(
+        lambda m: m.add_handler(OuterHandler, PlainHandler).use_defaults()
+    )
+    mediator = Injector(
+        [
+            module,
+            SqlAlchemyModule(
+                engine=sa.create_engine("sqlite://"), async_engine=async_engine
+            ),
+        ]
+    ).get(Mediator)
+    try:
+        with pytest.raises(
+            SyncPathError, match=r"Plain is @transactional and was sent"
+        ):
+            await mediator.send(Outer())
+    finally:
+        await async_engine.dispose()
+
+
+@transactional
+class PlainAsync(Command[None]):
+    nested: bool
+
+
+class PlainAsyncHandler(CommandHandler[PlainAsync, None]):
+    @inject
+    def __init__(self, mediator: Mediator) -> None:
+        self.mediator = mediator
+
+    async def handle(self, request: PlainAsync) -> None:
+        if request.nested:
+            await self.mediator.send(PlainAsync(nested=False))
+            return
+        raise Boom("nested")
+
+
+async def test_an_async_savepoint_that_cannot_be_rolled_back_to_loses_it() -> None:
+    trace: list[str] = []
+
+    class Units(Module):
+        def configure(self, binder: Any) -> None:
+            binder.bind(UnitOfWork, to=lambda: FailingSavepoint(trace))
+
+    module = MediatorModule(lambda m: m.add_handler(PlainAsyncHandler).use_defaults())
+    mediator = Injector([module, Units()]).get(Mediator)
+
+    with pytest.raises(TransientDatabaseError, match="the transaction was lost"):
+        await mediator.send(PlainAsync(nested=True))
+
+    assert trace == ["begin 0", "begin 1", "rollback 1", "rollback 0"]
+
+
+@transactional
+class Stops(Command[None]):
+    pass
+
+
+class StopsHandler(CommandHandler[Stops, None]):
+    def handle(self, request: Stops) -> None:
+        raise StopIteration("from the handler")
+
+
+def test_a_failure_passes_through_the_unit_of_work_as_it_is() -> None:
+    trace: list[str] = []
+
+    class Units(Module):
+        def configure(self, binder: Any) -> None:
+            binder.bind(UnitOfWork, to=lambda: FailingSavepoint(trace))
+
+    module = MediatorModule(lambda m: m.add_handler(StopsHandler).use_defaults())
+    mediator = Injector([module, Units()]).get(Mediator)
+
+    # Even a StopIteration, which a generator would turn into a RuntimeError.
+    with pytest.raises(StopIteration, match="from the handler"):
+        mediator.send_sync(Stops())
+
+    assert trace == ["begin 0", "rollback 0"]

@@ -85,3 +85,16 @@ def test_sqlite_errors_without_result_codes_are_read_from_their_message(
     original = kind(message)  # built by hand: no sqlite_errorcode attribute
 
     assert isinstance(translate_error(wrapped(original)), expected)
+
+
+def test_a_dropped_connection_is_a_transient_error() -> None:
+    error = exc.OperationalError(
+        "SELECT 1", {}, PgError(sqlstate="57P01"), connection_invalidated=True
+    )
+
+    translated = translate_error(error)
+
+    assert isinstance(translated, TransientDatabaseError)
+    assert str(translated) == (
+        "the transaction was lost, try again (the connection dropped)"
+    )

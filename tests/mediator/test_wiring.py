@@ -186,3 +186,34 @@ async def test_an_async_singleton_handler_serves_every_send() -> None:
         == first
         == id(injector.get(AsyncSingletonHandler))
     )
+
+
+def test_a_singleton_handler_builds_without_auto_binding_too() -> None:
+    CountingHandler.built = 0
+    module = MediatorModule(lambda m: m.add_handler(CountingHandler))
+
+    mediator = Injector([module], auto_bind=False).get(Mediator)
+
+    assert mediator.send_sync(Describe()) == (1, "singleton", 0)
+    assert mediator.send_sync(Describe()) == (1, "singleton", 0)
+
+
+def test_a_handler_class_bound_in_a_parent_injector_is_built_by_its_binding() -> None:
+    class Original(QueryHandler[Nested, int]):
+        def handle(self, request: Nested) -> int:
+            return 1
+
+    class Replacement(Original):
+        def handle(self, request: Nested) -> int:
+            return 2
+
+    class Replace(Module):
+        def configure(self, binder: Binder) -> None:
+            binder.bind(Original, to=Replacement)
+
+    parent = Injector([Replace()])
+    child = parent.create_child_injector(
+        [MediatorModule(lambda m: m.add_handler(Original))]
+    )
+
+    assert child.get(Mediator).send_sync(Nested()) == 2

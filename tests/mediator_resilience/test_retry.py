@@ -5,6 +5,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import subprocess
+import sys
+import textwrap
 from typing import Any, ClassVar
 
 import pytest
@@ -390,3 +393,110 @@ def test_a_huge_attempt_number_does_not_overflow() -> None:
     options = ResilienceMediatorOptions(max_retry_attempts=5000)
 
     assert options.delay_before(5000) == options.max_delay.total_seconds()
+
+
+def test_a_sync_retry_with_a_delay_no_sleep_can_take_fails_at_validation() -> None:
+    # Before: the options took 999,999,999 days, and the sync retry's
+    # `time.sleep` raised OverflowError in place of the handler's failure.
+    # Nothing sleeps here: the failure comes before the first attempt.
+    import pydantic
+
+    from mediator_resilience import SystemClock
+
+    Script.steps = [ConnectionError("down"), "quote"]
+    huge = "P999999999D"
+
+    def send() -> str:
+        options = ResilienceMediatorOptions.model_validate(
+            {"base_delay": huge, "max_delay": huge}
+        )
+        module = MediatorModule(
+            lambda m: m.add_handler(SyncQuoteHandler).use_defaults()
+        )
+        resilience = ResilienceMediatorModule(options, clock=SystemClock())
+        return Injector([module, resilience]).get(Mediator).send_sync(SyncQuote())
+
+    with pytest.raises(pydantic.ValidationError) as raised:
+        send()
+    assert [error["loc"] for error in raised.value.errors()] == [
+        ("base_delay",),
+        ("max_delay",),
+    ]
+    assert raised.value.errors()[1]["msg"] == (
+        "Value error, max_delay may be at most 24 days (MAX_DURATION), the longest "
+        "wait that sleeps, thread waits and socket timeouts take on every "
+        "platform; got 'P999999999D'"
+    )
+    assert Script.attempts == 0
+
+
+async def test_the_jitter_is_drawn_from_random_as_in_http_resilience() -> None:
+    clock = FakeClock()
+    Script.steps = [ConnectionError("reset"), TimeoutError("slow"), "quote"]
+    module = MediatorModule(
+        lambda m: m.add_handler(
+            GetQuoteHandler, SyncQuoteHandler, PlaceOrderHandler
+        ).use_defaults()
+    )
+    resilience = ResilienceMediatorModule(clock=clock, random=lambda: 0.0)
+    mediator = Injector([module, resilience]).get(Mediator)
+
+    assert await mediator.send(GetQuote()) == "quote"
+
+    assert clock.sleeps == pytest.approx([0.1, 0.2])  # the factor 0.5 + 0.0 / 2
+
+
+def test_random_and_rng_together_are_refused() -> None:
+    with pytest.raises(TypeError, match="random= or rng="):
+        ResilienceMediatorModule(random=lambda: 0.5, rng=random.Random(1))
+
+
+_LAZY_TENACITY = textwrap.dedent(
+    """
+    import asyncio, sys
+
+    from injector import Injector
+
+    import mediator_resilience
+    from mediator import Mediator, MediatorModule, Query, QueryHandler
+    from mediator_resilience import ResilienceMediatorModule, retryable
+    from mediator_resilience.testing import FakeClock
+
+    assert "tenacity" not in sys.modules, "imported with the package"
+
+    failures = [ConnectionError("reset")]
+
+    @retryable
+    class Quote(Query[str]):
+        fail: bool
+
+    class QuoteHandler(QueryHandler[Quote, str]):
+        def handle(self, request: Quote) -> str:
+            if request.fail and failures:
+                raise failures.pop()
+            return "quote"
+
+    mediator = Injector(
+        [
+            MediatorModule(lambda m: m.add_handler(QuoteHandler).use_defaults()),
+            ResilienceMediatorModule(clock=FakeClock()),
+        ]
+    ).get(Mediator)
+    assert asyncio.run(mediator.send(Quote(fail=False))) == "quote"
+    assert "tenacity" not in sys.modules, "imported by a first attempt that succeeded"
+    assert asyncio.run(mediator.send(Quote(fail=True))) == "quote"
+    assert "tenacity" in sys.modules, "a retry ran without tenacity"
+    """
+)
+
+
+def test_tenacity_is_imported_by_the_first_retry_not_by_the_package() -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", _LAZY_TENACITY],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+
+    assert result.returncode == 0, result.stderr

@@ -62,6 +62,7 @@ from mediator._transaction import (
     AsyncUnitOfWork,
     TransactionBehavior,
     UnitOfWork,
+    in_unit_of_work,
     is_transactional,
     transactional,
 )
@@ -126,6 +127,7 @@ __all__ = [
     "correlation_id",
     "current_correlation_id",
     "current_principal",
+    "in_unit_of_work",
     "is_transactional",
     "register_behavior",
     "request_scope",

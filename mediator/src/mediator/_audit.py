@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import functools
+import dataclasses
 import logging
-from collections.abc import AsyncIterator, Mapping
+import weakref
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import (
     Annotated,
@@ -12,8 +13,10 @@ from typing import (
     ClassVar,
     Final,
     Protocol,
+    cast,
     get_args,
     get_origin,
+    get_type_hints,
     runtime_checkable,
 )
 
@@ -133,37 +136,21 @@ class AuditBehavior:
         self, sink: AuditSink, principals: PrincipalProvider, clock: Clock
     ) -> None:
         self._enabled = sink.is_enabled
-        self._write = sink.write
-        self._principals = principals
-        self._clock = clock
+        self._recorder = _Recorder(sink.write, principals, clock)
 
     async def handle(self, request: Any, next: Next[Any]) -> Any:
         """Run the chain, then record the outcome."""
         if not self._enabled():
             return await next()
-        started = self._clock.monotonic()
-        outcome = "ok"
-        try:
+        with _Audit(self._recorder, request):
             return await next()
-        except BaseException as error:
-            outcome = type(error).__qualname__
-            raise
-        finally:
-            self._record(request, outcome, started)
 
     def handle_sync(self, request: Any, next: SyncNext[Any]) -> Any:
         """The same on the sync path."""
         if not self._enabled():
             return next()
-        started = self._clock.monotonic()
-        outcome = "ok"
-        try:
+        with _Audit(self._recorder, request):
             return next()
-        except BaseException as error:
-            outcome = type(error).__qualname__
-            raise
-        finally:
-            self._record(request, outcome, started)
 
     async def handle_stream(
         self, request: Any, next: StreamNext[Any]
@@ -173,27 +160,62 @@ class AuditBehavior:
             async for item in next():
                 yield item
             return
-        started = self._clock.monotonic()
-        outcome = "ok"
-        try:
+        with _Audit(self._recorder, request, stream=True):
             async for item in next():
                 yield item
-        except GeneratorExit:
-            outcome = "closed"  # the consumer stopped early: not a failure
-            raise
-        except BaseException as error:
-            outcome = type(error).__qualname__
-            raise
-        finally:
-            self._record(request, outcome, started)
 
-    def _record(self, request: Any, outcome: str, started: float) -> None:
-        principal = self._principals.current()
-        self._write(
+
+class _Recorder:
+    """What `AuditBehavior` records with: its sink, principals and clock."""
+
+    __slots__ = ("clock", "principals", "write")
+
+    def __init__(
+        self,
+        write: Callable[[AuditRecord], None],
+        principals: PrincipalProvider,
+        clock: Clock,
+    ) -> None:
+        self.write = write
+        self.principals = principals
+        self.clock = clock
+
+
+class _Audit:
+    """Around one request, on either path: the clock read before, the record after.
+
+    A plain ``with`` block, so that `AuditBehavior.handle` and ``handle_sync``
+    differ only in awaiting ``next()``. It never swallows the failure. Around a
+    stream, a consumer that stops early closes it: that is not a failure.
+    """
+
+    __slots__ = ("_recorder", "_request", "_started", "_stream")
+
+    def __init__(self, recorder: _Recorder, request: Any, stream: bool = False) -> None:
+        self._recorder = recorder
+        self._request = request
+        self._stream = stream
+
+    def __enter__(self) -> None:
+        self._started = self._recorder.clock.monotonic()
+
+    def __exit__(
+        self, _type: object, failure: BaseException | None, _tb: object
+    ) -> None:
+        if failure is None:
+            outcome = "ok"
+        elif self._stream and isinstance(failure, GeneratorExit):
+            outcome = "closed"
+        else:
+            outcome = type(failure).__qualname__
+        recorder = self._recorder
+        request = self._request
+        principal = recorder.principals.current()
+        recorder.write(
             AuditRecord(
                 request_type=type(request).__qualname__,
                 outcome=outcome,
-                duration=self._clock.monotonic() - started,
+                duration=recorder.clock.monotonic() - self._started,
                 principal=principal.id if principal is not None else None,
                 correlation_id=current_correlation_id(),
                 fields=redacted_fields(request),
@@ -201,45 +223,145 @@ class AuditBehavior:
         )
 
 
+_CYCLE: Final = "[cycle]"  # a value that contains itself, met again inside itself
+_TOO_DEEP: Final = "[too deep]"  # below _MAX_DEPTH; never written, it may hold secrets
+_MAX_DEPTH: Final = 32
+
+# Read once per class. A weak mapping, so a class defined at run time (in a test,
+# say) is not kept alive by having been audited once.
+_FIELD_NAMES: Final[weakref.WeakKeyDictionary[type[Any], tuple[str, ...]]] = (
+    weakref.WeakKeyDictionary()
+)
+_SENSITIVE_FIELDS: Final[weakref.WeakKeyDictionary[type[Any], frozenset[str]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 def redacted_fields(model: BaseModel) -> dict[str, Any]:
-    """The model's fields, recursively, with sensitive values replaced."""
-    sensitive = _sensitive_fields(type(model))
-    result: dict[str, Any] = {}
-    for name in type(model).model_fields:
-        value = getattr(model, name)
-        if name in sensitive or isinstance(value, SecretStr | SecretBytes):
-            result[name] = REDACTED
-        else:
-            result[name] = _redacted_value(value)
-    return result
+    """The model's fields, recursively, with sensitive values replaced.
+
+    Redaction goes through pydantic models, dataclasses, attrs classes (any
+    class with ``__attrs_attrs__``), mappings, lists, tuples and sets, at any
+    depth; a value met again inside itself becomes ``"[cycle]"`` and anything
+    nested deeper than 32 levels ``"[too deep]"``.
+    """
+    return _Redaction().fields(model, 0)
 
 
-@functools.cache
-def _sensitive_fields(model: type[BaseModel]) -> frozenset[str]:
+class _Redaction:
+    """One walk over a request; remembers the containers on the current path."""
+
+    __slots__ = ("_path",)
+
+    def __init__(self) -> None:
+        self._path: set[int] = set()
+
+    def fields(self, value: object, depth: int) -> dict[str, Any]:
+        cls = type(value)
+        sensitive = _sensitive_fields(cls)
+        return {
+            name: REDACTED
+            if name in sensitive
+            or isinstance(field := getattr(value, name), SecretStr | SecretBytes)
+            else self.value(field, depth + 1)
+            for name in _field_names(cls)
+        }
+
+    def value(self, value: object, depth: int) -> Any:
+        if not _is_container(value):
+            return value
+        if depth > _MAX_DEPTH:
+            return _TOO_DEEP
+        key = id(value)
+        if key in self._path:
+            return _CYCLE
+        self._path.add(key)
+        try:
+            if isinstance(value, Mapping):
+                items = cast("Mapping[object, object]", value).items()
+                return {k: self.value(v, depth + 1) for k, v in items}
+            if isinstance(value, list | tuple | set | frozenset):
+                members = cast("Iterable[object]", value)
+                return [self.value(v, depth + 1) for v in members]
+            return self.fields(value, depth)
+        finally:
+            self._path.discard(key)
+
+
+def _is_container(value: object) -> bool:
+    return isinstance(
+        value, BaseModel | Mapping | list | tuple | set | frozenset
+    ) or _is_record_class(type(value))
+
+
+def _is_record_class(cls: type[Any]) -> bool:
+    """A class whose instances are a fixed set of named fields, besides pydantic's."""
+    return dataclasses.is_dataclass(cls) or hasattr(cls, "__attrs_attrs__")
+
+
+def _field_names(cls: type[Any]) -> tuple[str, ...]:
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = _read_field_names(cls)
+    return names
+
+
+def _read_field_names(cls: type[Any]) -> tuple[str, ...]:
+    if issubclass(cls, BaseModel):
+        return tuple(cls.model_fields)
+    if dataclasses.is_dataclass(cls):
+        return tuple(field.name for field in dataclasses.fields(cls))
+    return tuple(attribute.name for attribute in _attrs_attributes(cls))
+
+
+def _attrs_attributes(cls: type[Any]) -> tuple[Any, ...]:
+    attributes: tuple[Any, ...] = getattr(cls, "__attrs_attrs__", ())
+    return attributes
+
+
+def _sensitive_fields(cls: type[Any]) -> frozenset[str]:
+    names = _SENSITIVE_FIELDS.get(cls)
+    if names is None:
+        names = _SENSITIVE_FIELDS[cls] = _read_sensitive_fields(cls)
+    return names
+
+
+def _read_sensitive_fields(cls: type[Any]) -> frozenset[str]:
     # Marked anywhere in the annotation: `Annotated[str, Sensitive()] | None` and
     # `list[Annotated[str, Sensitive()]]` keep the marker inside the type.
-    return frozenset(
-        name
-        for name, info in model.model_fields.items()
-        if any(isinstance(m, Sensitive) for m in info.metadata)
-        or _marked(info.annotation)
-    )
+    if issubclass(cls, BaseModel):
+        return frozenset(
+            name
+            for name, info in cls.model_fields.items()
+            if any(isinstance(m, Sensitive) for m in info.metadata)
+            or _marked(info.annotation)
+        )
+    declared = _annotations(cls)
+    return frozenset(name for name in _field_names(cls) if _marked(declared.get(name)))
+
+
+def _annotations(cls: type[Any]) -> dict[str, object]:
+    """The fields' annotations, resolved where they can be."""
+    if dataclasses.is_dataclass(cls):
+        declared = {field.name: field.type for field in dataclasses.fields(cls)}
+    else:
+        declared = {a.name: a.type for a in _attrs_attributes(cls)}
+    try:
+        resolved = get_type_hints(cls, include_extras=True)
+    except Exception:  # a name that does not resolve, such as a local class
+        # Each field then keeps what its class declared, a string under
+        # `from __future__ import annotations`; `_marked` reads the marker in it.
+        resolved = {}
+    return {name: resolved.get(name, declared[name]) for name in declared}
 
 
 def _marked(annotation: object) -> bool:
+    if isinstance(annotation, str):
+        # An annotation that could not be resolved: err on the side of the secret.
+        return "Sensitive(" in annotation
     metadata: tuple[object, ...] = getattr(annotation, "__metadata__", ())
     if get_origin(annotation) is Annotated and any(
         isinstance(m, Sensitive) for m in metadata
     ):
         return True
     return any(_marked(argument) for argument in get_args(annotation))
-
-
-def _redacted_value(value: Any) -> Any:
-    if isinstance(value, BaseModel):
-        return redacted_fields(value)
-    if isinstance(value, list | tuple):
-        return [_redacted_value(v) for v in value]  # pyright: ignore[reportUnknownVariableType]
-    if isinstance(value, dict):
-        return {k: _redacted_value(v) for k, v in value.items()}  # pyright: ignore[reportUnknownVariableType]
-    return value

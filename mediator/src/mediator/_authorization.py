@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, NoReturn, TypeVar, cast
 
-from injector import Injector, inject
+from injector import inject
 
 from mediator._behavior import Next, SyncNext
 from mediator._context import Principal, PrincipalProvider
@@ -132,40 +132,55 @@ class AuthorizationBehavior:
     stage: ClassVar[Stage] = Stage.AUTHORIZATION
 
     @inject
-    def __init__(self, injector: Injector, principals: PrincipalProvider) -> None:
-        self._wiring = Wiring(injector, fixed={})
+    def __init__(self, resolver: Wiring, principals: PrincipalProvider) -> None:
+        self._resolver = resolver
         self._principals = principals
         self._rules: dict[type[Any], list[_Rule]] = {}
 
     def applies_to(self, request_type: type[Any]) -> bool:
-        """Whether the type carries ``@authorize``; prepares its policies once."""
+        """Whether the type carries ``@authorize``.
+
+        Raises:
+            UnresolvableDependencyError: One of its policies cannot be built.
+        """
         requirements = requirements_of(request_type)
-        if not requirements:
-            return False
-        self._rules[request_type] = [
-            (
-                requirement.roles,
-                [
-                    (
-                        policy,
-                        inspect.iscoroutinefunction(policy.allows),
-                        self._wiring.factory(
+        for requirement in requirements:
+            for policy in requirement.policies:
+                self._factory(policy)  # a policy that cannot be built fails the build
+        return bool(requirements)
+
+    def _factory(self, policy: type[Policy[Any]]) -> Callable[[], Policy[Any]]:
+        # The mediator's resolver compiles each class once, so asking again is a lookup.
+        return self._resolver.factory(
+            policy,
+            context=f"policy {policy.__qualname__} (module {policy.__module__})",
+        ).make
+
+    def _rules_of(self, request: object) -> list[_Rule]:
+        request_type = type(request)
+        try:
+            return self._rules[request_type]
+        except KeyError:
+            rules = self._rules[request_type] = [
+                (
+                    requirement.roles,
+                    [
+                        (
                             policy,
-                            context=f"policy {policy.__qualname__} "
-                            f"(module {policy.__module__})",
-                        ).make,
-                    )
-                    for policy in requirement.policies
-                ],
-            )
-            for requirement in requirements
-        ]
-        return True
+                            inspect.iscoroutinefunction(policy.allows),
+                            self._factory(policy),
+                        )
+                        for policy in requirement.policies
+                    ],
+                )
+                for requirement in requirements_of(request_type)
+            ]
+            return rules
 
     async def handle(self, request: Any, next: Next[Any]) -> Any:
         """Check, then run the rest of the chain."""
         principal = self._principal_for(request)
-        for roles, policies in self._rules[type(request)]:
+        for roles, policies in self._rules_of(request):
             _check_roles(request, principal, roles)
             for policy, is_async, make in policies:
                 verdict = make().allows(principal, request)
@@ -178,7 +193,7 @@ class AuthorizationBehavior:
     def handle_sync(self, request: Any, next: SyncNext[Any]) -> Any:
         """The same on the sync path; an async policy is refused by name."""
         principal = self._principal_for(request)
-        for roles, policies in self._rules[type(request)]:
+        for roles, policies in self._rules_of(request):
             _check_roles(request, principal, roles)
             for policy, is_async, make in policies:
                 if is_async:

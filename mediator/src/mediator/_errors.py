@@ -79,10 +79,13 @@ class TransientDatabaseError(MediatorError):
     """The database refused the transaction for now, not for good.
 
     Raised at the transaction boundary for a serialization failure or a
-    deadlock (PostgreSQL SQLSTATE 40001, 40P01) and for SQLite's "database is
-    locked". The driver's exception is its ``__cause__``. It is not a
-    `DomainError`, so retry treats it as transient: a second attempt, in a
-    fresh transaction, can succeed.
+    deadlock (PostgreSQL SQLSTATE 40001, 40P01), for SQLite's "database is
+    locked", for a dropped connection, and when a nested attempt's savepoint
+    cannot be rolled back to. The original exception is its ``__cause__``. It
+    is not a `DomainError`, so retry treats it as transient: a second attempt,
+    in a fresh transaction, can succeed. The transaction it happened in is
+    lost, so a send nested in a unit of work does not retry it: the outermost
+    `@retryable` send does.
     """
 
 

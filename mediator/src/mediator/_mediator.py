@@ -2,39 +2,22 @@
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import AsyncGenerator, Coroutine
 from dataclasses import dataclass
 from typing import Any, NoReturn, TypeVar
 
 from injector import Injector
 
-from mediator._errors import (
-    ConfigurationError,
-    DuplicateHandlerError,
-    HandlerNotFoundError,
-    ScopeError,
-    UnresolvableDependencyError,
+from mediator._compiler import (
+    RouteCompiler,
+    Routes,
+    check_single_handlers,
+    collector_paused,
 )
-from mediator._handlers import HandlerInfo, HandlerKind
-from mediator._publish import (
-    NotificationTarget,
-    PublishRoute,
-    SyncPublishRoute,
-    publish_route,
-    sync_publish_route,
-)
+from mediator._errors import HandlerNotFoundError
+from mediator._handlers import HandlerInfo
 from mediator._requests import Notification, Request, StreamQuery
-from mediator._routes import (
-    AsyncRoute,
-    BehaviorInfo,
-    SyncRoute,
-    async_route,
-    sync_route,
-)
-from mediator._stage import Stage
-from mediator._streams import StreamRoute, stream_route
-from mediator._wiring import Factory, Wiring
+from mediator._wiring import Wiring
 
 __all__ = ["Mediator", "Settings", "build_mediator"]
 
@@ -50,6 +33,7 @@ class Settings:
     sources: tuple[str, ...]
     ordered_by_stage: bool
     validators: tuple[type[Any], ...] = ()
+    behaviors: tuple[Any, ...] = ()  # what this module adds to the multibinding
 
 
 class Mediator:
@@ -65,8 +49,6 @@ class Mediator:
     """
 
     __slots__ = (
-        "_behaviors",
-        "_notification_targets",
         "_publish_routes",
         "_send_routes",
         "_sources",
@@ -75,15 +57,14 @@ class Mediator:
         "_sync_routes",
     )
 
-    def __init__(self) -> None:
-        self._send_routes: dict[type[Any], AsyncRoute] = {}
-        self._sync_routes: dict[type[Any], SyncRoute] = {}
-        self._stream_routes: dict[type[Any], StreamRoute] = {}
-        self._publish_routes: dict[type[Any], PublishRoute] = {}
-        self._sync_publish_routes: dict[type[Any], SyncPublishRoute] = {}
-        self._notification_targets: list[tuple[HandlerInfo, Factory]] = []
-        self._behaviors: list[BehaviorInfo] = []
-        self._sources: tuple[str, ...] = ()
+    def __init__(self, routes: Routes) -> None:
+        """Dispatch from `routes`; `build_mediator` compiles them."""
+        self._send_routes = routes.send
+        self._sync_routes = routes.send_sync
+        self._stream_routes = routes.stream
+        self._publish_routes = routes.publish
+        self._sync_publish_routes = routes.publish_sync
+        self._sources = routes.sources
 
     def send(self, request: Request[R]) -> Coroutine[Any, Any, R]:
         """Send a command or query to its handler and return its response.
@@ -146,9 +127,7 @@ class Mediator:
         Raises:
             ExceptionGroup: One or more handlers failed.
         """
-        route = self._publish_routes.get(type(notification))
-        if route is None:
-            route = self._publish_route(type(notification))
+        route = self._publish_routes[type(notification)]
         await route(notification, concurrent, stop_on_first_failure)
 
     def publish_sync(
@@ -160,11 +139,9 @@ class Mediator:
             ExceptionGroup: One or more handlers failed.
             SyncPathError: A handler or an applicable behavior is async only.
         """
-        route = self._sync_publish_routes.get(type(notification))
-        if route is None:
-            self._publish_route(type(notification))
-            route = self._sync_publish_routes[type(notification)]
-        route(notification, stop_on_first_failure)
+        self._sync_publish_routes[type(notification)](
+            notification, False, stop_on_first_failure
+        )
 
     # --- internals -------------------------------------------------------------
 
@@ -189,22 +166,6 @@ class Mediator:
             "of them, or register the module that has it."
         )
 
-    def _publish_route(self, kind: type[Any]) -> PublishRoute:
-        targets: list[NotificationTarget] = []
-        scoped = False
-        for info, factory in self._notification_targets:
-            if issubclass(kind, info.message_type):
-                targets.append((info, factory.make))
-                scoped = scoped or factory.scoped
-        behaviors = [b for b in self._behaviors if b.applies(kind)]
-        scoped = scoped or any(b.scoped for b in behaviors)
-        route = publish_route(kind, targets, behaviors, scoped=scoped)
-        self._publish_routes[kind] = route
-        self._sync_publish_routes[kind] = sync_publish_route(
-            kind, targets, behaviors, scoped=scoped
-        )
-        return route
-
 
 def build_mediator(
     injector: Injector, settings: Settings, behaviors: list[Any]
@@ -218,134 +179,13 @@ def build_mediator(
             registered twice).
     """
     check_single_handlers(settings.handlers)
-    mediator = Mediator()
-    mediator._sources = settings.sources  # pyright: ignore[reportPrivateUsage]
-    wiring = Wiring(injector, fixed={Mediator: mediator})
-    chain = _build_behaviors(
-        wiring, behaviors, ordered_by_stage=settings.ordered_by_stage
-    )
-    mediator._behaviors = chain  # pyright: ignore[reportPrivateUsage]
-    for info in settings.handlers:
-        kind = info.message_type
-        factory = wiring.factory(
-            info.handler,
-            context=(
-                f"handler {info.handler.__qualname__} "
-                f"(module {info.handler.__module__}) "
-                f"for {kind.__qualname__} (module {kind.__module__})"
-            ),
+    compiler = RouteCompiler(settings.sources)
+    mediator = Mediator(compiler.routes)
+    with collector_paused():
+        compiler.compile(
+            Wiring(injector, fixed={Mediator: mediator}),
+            settings.handlers,
+            behaviors,
+            ordered_by_stage=settings.ordered_by_stage,
         )
-        if info.kind is HandlerKind.NOTIFICATION:
-            mediator._notification_targets.append((info, factory))  # pyright: ignore[reportPrivateUsage]
-            continue
-        applicable = [b for b in chain if b.applies(kind)]
-        if info.kind is HandlerKind.STREAM:
-            applicable = [b for b in applicable if b.handle_stream is not None]
-        scoped = factory.scoped or any(b.scoped for b in applicable)
-        if info.kind is HandlerKind.STREAM:
-            mediator._stream_routes[kind] = stream_route(  # pyright: ignore[reportPrivateUsage]
-                info, factory.make, applicable, scoped=scoped
-            )
-            continue
-        mediator._send_routes[kind] = async_route(  # pyright: ignore[reportPrivateUsage]
-            info, factory.make, applicable, scoped=scoped, instance=factory.instance
-        )
-        mediator._sync_routes[kind] = sync_route(  # pyright: ignore[reportPrivateUsage]
-            info, factory.make, applicable, scoped=scoped, instance=factory.instance
-        )
-    for info, _ in mediator._notification_targets:  # pyright: ignore[reportPrivateUsage]
-        if info.message_type not in mediator._publish_routes:  # pyright: ignore[reportPrivateUsage]
-            mediator._publish_route(info.message_type)  # pyright: ignore[reportPrivateUsage]
     return mediator
-
-
-def check_single_handlers(handlers: tuple[HandlerInfo, ...]) -> None:
-    """One handler per request or stream type; notifications may have many.
-
-    Raises:
-        DuplicateHandlerError: Naming the type and both handlers with their modules.
-    """
-    seen: dict[type[Any], HandlerInfo] = {}
-    for info in handlers:
-        if info.kind is HandlerKind.NOTIFICATION:
-            continue
-        first = seen.setdefault(info.message_type, info)
-        if first is not info:
-            message = info.message_type
-            raise DuplicateHandlerError(
-                f"{message.__qualname__} (module {message.__module__}) has two "
-                f"handlers: {first.handler.__qualname__} (module "
-                f"{first.handler.__module__}) and {info.handler.__qualname__} "
-                f"(module {info.handler.__module__}); a request type has exactly "
-                "one handler, so remove or rename one of them"
-            )
-
-
-def _build_behaviors(
-    wiring: Wiring, registered: list[Any], *, ordered_by_stage: bool
-) -> list[BehaviorInfo]:
-    chain: list[tuple[Stage | None, BehaviorInfo]] = []
-    seen: set[type[Any]] = set()
-    for entry in registered:
-        cls: type[Any] = entry if isinstance(entry, type) else type(entry)
-        name = f"{cls.__qualname__} (module {cls.__module__})"
-        if cls in seen:
-            raise ConfigurationError(
-                f"behavior {name} is registered twice; it would run twice per "
-                "request. Register it once."
-            )
-        seen.add(cls)
-        if isinstance(entry, type):
-            instance, scoped = _instantiate(wiring, entry, name)
-        else:
-            # A ready instance may hold anything (an injector among them).
-            instance, scoped = entry, True
-        stage = getattr(instance, "stage", None)
-        if ordered_by_stage and not isinstance(stage, Stage):
-            raise ConfigurationError(
-                f"behavior {name} declares no stage, so use_defaults() cannot "
-                "place it: give the class `stage = Stage.<NAME>` or a custom "
-                "Stage(value, name)"
-            )
-        handle = getattr(instance, "handle", None)
-        if not inspect.iscoroutinefunction(handle):
-            raise ConfigurationError(
-                f"behavior {name} must define `async def handle(self, request, next)`; "
-                "put synchronous logic in handle_sync"
-            )
-        handle_stream = getattr(instance, "handle_stream", None)
-        if handle_stream is not None and not inspect.isasyncgenfunction(handle_stream):
-            raise ConfigurationError(
-                f"behavior {name}: handle_stream must be an async generator "
-                "(async def with `async for item in next(): yield item`)"
-            )
-        chain.append(
-            (
-                stage if isinstance(stage, Stage) else None,
-                BehaviorInfo(
-                    instance=instance,
-                    name=name,
-                    handle_sync=getattr(instance, "handle_sync", None),
-                    handle_stream=handle_stream,
-                    applies_to=getattr(instance, "applies_to", None),
-                    scoped=scoped,
-                ),
-            )
-        )
-    if ordered_by_stage:
-        chain.sort(
-            key=lambda pair: pair[0] or Stage(0)
-        )  # stable: ties keep registration order
-    return [info for _, info in chain]
-
-
-def _instantiate(wiring: Wiring, cls: type[Any], name: str) -> tuple[Any, bool]:
-    factory = wiring.factory(cls, context=f"behavior {name}")
-    try:
-        return factory.make(), factory.scoped
-    except ScopeError as error:
-        raise UnresolvableDependencyError(
-            f"behavior {name} is built once, with the mediator, but depends on a "
-            "request-scoped service; inject ProviderOf[...] (or the Injector) and "
-            "ask for it inside handle()"
-        ) from error

@@ -152,13 +152,14 @@ class MediatorConfig:
         if cls not in self._validators:
             self._validators.append(cls)
 
-    def _settings(self) -> Settings:
-        handlers = tuple(self._handlers.values())
+    def settings(self) -> Settings:
+        """What was registered, as `MediatorModule` builds the mediator from it."""
         return Settings(
-            handlers,
+            tuple(self._handlers.values()),
             tuple(self._sources),
             self._ordered_by_stage,
             tuple(self._validators),
+            tuple(self._behaviors),
         )
 
 
@@ -187,8 +188,7 @@ class MediatorModule(Module):
         config = MediatorConfig()
         if configure is not None:
             configure(config)
-        self._config = config
-        self._settings = config._settings()  # pyright: ignore[reportPrivateUsage]
+        self._settings = config.settings()
 
     def configure(self, binder: Binder) -> None:
         """Bind the settings, the defaults, and this module's behaviors."""
@@ -203,10 +203,7 @@ class MediatorModule(Module):
         ):
             if not binder.has_binding_for(key):
                 binder.bind(key, to=InstanceProvider(default))
-        registrations = [
-            BehaviorRegistration(b)
-            for b in self._config._behaviors  # pyright: ignore[reportPrivateUsage]
-        ]
+        registrations = [BehaviorRegistration(b) for b in self._settings.behaviors]
         # Always declare the multibinding, so a chain with no behaviors still resolves.
         binder.multibind(list[BehaviorRegistration], to=registrations)
 

@@ -1,14 +1,31 @@
-"""The route of a notification type: behaviors around delivery to every handler."""
+"""The route of a notification type: behaviors around delivery to every handler.
+
+The delivery in turn and the chain around it are `mediator._chain` (and its
+generated sync copy); what is here differs on purpose between the paths:
+concurrent delivery, which only the async path has, and what `publish_sync`
+refuses.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
+from mediator._chain import (
+    NotificationTarget,
+    PublishRoute,
+    chain_publish,
+    deliver_in_turn,
+    failed,
+)
+from mediator._chain_sync import (
+    SyncPublishRoute,
+    chain_publish_sync,
+    deliver_in_turn_sync,
+)
 from mediator._handlers import CallStyle, HandlerInfo
 from mediator._routes import BehaviorInfo, describe, refuse
-from mediator._scope import enter_scope
 
 __all__ = [
     "NotificationTarget",
@@ -17,10 +34,6 @@ __all__ = [
     "publish_route",
     "sync_publish_route",
 ]
-
-PublishRoute = Callable[[Any, bool, bool], Awaitable[None]]
-SyncPublishRoute = Callable[[Any, bool], None]
-NotificationTarget = tuple[HandlerInfo, Callable[[], Any]]
 
 
 def publish_route(
@@ -32,6 +45,7 @@ def publish_route(
 ) -> PublishRoute:
     """The route of a notification type: behaviors around delivery to every handler."""
     type_name = message_type.__qualname__
+    in_turn = deliver_in_turn(targets, type_name)
 
     async def deliver(
         notification: Any, concurrent: bool, stop_on_first_failure: bool
@@ -41,57 +55,10 @@ def publish_route(
                 notification, targets, type_name, stop_on_first_failure
             )
         else:
-            await _deliver_in_turn(
-                notification, targets, type_name, stop_on_first_failure
-            )
+            await in_turn(notification, concurrent, stop_on_first_failure)
 
-    route: PublishRoute = deliver
-    for behavior in reversed(behaviors):
-        route = _wrap_publish(behavior.instance.handle, route)
-    if not scoped:
-        return route
-
-    async def run(notification: Any, concurrent: bool, stop: bool) -> None:
-        async with enter_scope():
-            await route(notification, concurrent, stop)
-
-    return run
-
-
-def _wrap_publish(
-    handle: Callable[[Any, Any], Awaitable[Any]], inner: PublishRoute
-) -> PublishRoute:
-    def step(notification: Any, concurrent: bool, stop: bool) -> Awaitable[None]:
-        return handle(notification, lambda: inner(notification, concurrent, stop))
-
-    return step
-
-
-def _failed(
-    type_name: str, errors: list[Exception], total: int
-) -> ExceptionGroup[Exception]:
-    return ExceptionGroup(
-        f"{len(errors)} of {total} handlers of {type_name} failed", errors
-    )
-
-
-async def _deliver_in_turn(
-    notification: Any, targets: list[NotificationTarget], type_name: str, stop: bool
-) -> None:
-    errors: list[Exception] = []
-    for info, make in targets:
-        try:
-            result = make().handle(notification)
-            if info.style is CallStyle.ASYNC:
-                await result
-        except (
-            Exception
-        ) as error:  # every failure is kept; BaseException passes through
-            errors.append(error)
-            if stop:
-                break
-    if errors:
-        raise _failed(type_name, errors, len(targets))
+    handles = [behavior.instance.handle for behavior in behaviors]
+    return chain_publish(deliver, handles, scoped=scoped)
 
 
 async def _call(info: HandlerInfo, make: Callable[[], Any], notification: Any) -> None:
@@ -109,7 +76,7 @@ async def _deliver_concurrently(
                 for info, make in targets:
                     group.create_task(_call(info, make, notification))
         except ExceptionGroup as failures:
-            raise _failed(type_name, list(failures.exceptions), len(targets)) from None
+            raise failed(type_name, list(failures.exceptions), len(targets)) from None
         return
     tasks = [
         asyncio.ensure_future(_call(info, make, notification)) for info, make in targets
@@ -122,7 +89,7 @@ async def _deliver_concurrently(
         elif isinstance(outcome, BaseException):
             raise outcome  # cancellation and exits are never collected or swallowed
     if errors:
-        raise _failed(type_name, errors, len(targets))
+        raise failed(type_name, errors, len(targets))
 
 
 def sync_publish_route(
@@ -132,7 +99,10 @@ def sync_publish_route(
     *,
     scoped: bool,
 ) -> SyncPublishRoute:
-    """The `publish_sync` route; refuses on use if a handler or behavior is async."""
+    """The `publish_sync` route; refuses on use if a handler or behavior is async.
+
+    It takes ``concurrent`` as the async route does, and ignores it.
+    """
     type_name = message_type.__qualname__
     for info, _ in targets:
         if info.is_async:
@@ -141,42 +111,14 @@ def sync_publish_route(
                 "publish_sync cannot run it: await mediator.publish(...) instead, "
                 "or make handle() a plain def"
             )
+    handles: list[Callable[[Any, Callable[[], Any]], Any]] = []
     for behavior in behaviors:
         if behavior.handle_sync is None:
             return refuse(
                 f"behavior {behavior.name} applies to {type_name} but has no "
                 "handle_sync, so publish_sync cannot run it"
             )
-
-    def deliver(notification: Any, stop: bool) -> None:
-        errors: list[Exception] = []
-        for _, make in targets:
-            try:
-                make().handle(notification)
-            except Exception as error:
-                errors.append(error)
-                if stop:
-                    break
-        if errors:
-            raise _failed(type_name, errors, len(targets))
-
-    route: SyncPublishRoute = deliver
-    for behavior in reversed(behaviors):
-        route = _wrap_sync_publish(behavior.handle_sync, route)  # type: ignore[arg-type]
-    if not scoped:
-        return route
-
-    def run(notification: Any, stop: bool) -> None:
-        with enter_scope():
-            route(notification, stop)
-
-    return run
-
-
-def _wrap_sync_publish(
-    handle: Callable[[Any, Callable[[], Any]], Any], inner: SyncPublishRoute
-) -> SyncPublishRoute:
-    def step(notification: Any, stop: bool) -> None:
-        handle(notification, lambda: inner(notification, stop))
-
-    return step
+        handles.append(behavior.handle_sync)
+    return chain_publish_sync(
+        deliver_in_turn_sync(targets, type_name), handles, scoped=scoped
+    )

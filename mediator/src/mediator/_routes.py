@@ -2,7 +2,10 @@
 
 Everything here runs once per message type, when the mediator is built. What
 it returns is a chain of plain closures: a send looks the route up by type and
-calls it, with no per-send decisions left to make.
+calls it, with no per-send decisions left to make. The chain itself is
+`mediator._chain` (and its generated sync copy); what is here differs on
+purpose between the paths: how the handler is called, and what `send_sync`
+refuses.
 """
 
 from __future__ import annotations
@@ -13,12 +16,12 @@ from collections.abc import (
     Callable,
 )
 from dataclasses import dataclass
-from functools import partial
 from typing import Any, NoReturn
 
+from mediator._chain import AsyncRoute, chain
+from mediator._chain_sync import SyncRoute, chain_sync
 from mediator._errors import SyncPathError
 from mediator._handlers import CallStyle, HandlerInfo
-from mediator._scope import enter_scope
 
 __all__ = [
     "AsyncRoute",
@@ -29,9 +32,6 @@ __all__ = [
     "refuse",
     "sync_route",
 ]
-
-AsyncRoute = Callable[[Any], Awaitable[Any]]
-SyncRoute = Callable[[Any], Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +65,8 @@ def async_route(
 ) -> AsyncRoute:
     """The async route of a request type: behaviors, outermost first, around it.
 
-    A singleton handler built already is called through its bound method.
+    A singleton handler built already is called through its bound method; a
+    plain-def handler is called from a coroutine, so the route is awaitable.
     """
 
     def call_async(request: Any) -> Awaitable[Any]:
@@ -77,27 +78,7 @@ def async_route(
     route: AsyncRoute = call_async if info.style is CallStyle.ASYNC else call_sync
     if instance is not None and info.style is CallStyle.ASYNC:
         route = instance.handle
-    for behavior in reversed(behaviors):
-        route = _wrap_async(behavior.instance.handle, route)
-    return _scoped_async(route) if scoped else route
-
-
-def _wrap_async(
-    handle: Callable[[Any, Any], Awaitable[Any]], inner: AsyncRoute
-) -> AsyncRoute:
-    def step(request: Any, handle: Any = handle, inner: Any = inner) -> Awaitable[Any]:
-        # partial(), not a lambda: it is cheaper to create, and one is made per step.
-        return handle(request, partial(inner, request))  # type: ignore[no-any-return]
-
-    return step
-
-
-def _scoped_async(inner: AsyncRoute) -> AsyncRoute:
-    async def run(request: Any) -> Any:
-        async with enter_scope():
-            return await inner(request)
-
-    return run
+    return chain(route, [b.instance.handle for b in behaviors], scoped=scoped)
 
 
 def sync_route(
@@ -115,6 +96,7 @@ def sync_route(
             "async def, so send_sync cannot run it: await mediator.send(...) "
             "instead, or make handle() a plain def"
         )
+    handles: list[Callable[[Any, Callable[[], Any]], Any]] = []
     for behavior in behaviors:
         if behavior.handle_sync is None:
             return refuse(
@@ -122,31 +104,13 @@ def sync_route(
                 "but has no handle_sync, so send_sync cannot run it: await "
                 "mediator.send(...) instead, or give the behavior a handle_sync"
             )
+        handles.append(behavior.handle_sync)
 
     def call(request: Any) -> Any:
         return make().handle(request)
 
     route: SyncRoute = call if instance is None else instance.handle
-    for behavior in reversed(behaviors):
-        route = _wrap_sync(behavior.handle_sync, route)  # type: ignore[arg-type]
-    return _scoped_sync(route) if scoped else route
-
-
-def _wrap_sync(
-    handle: Callable[[Any, Callable[[], Any]], Any], inner: SyncRoute
-) -> SyncRoute:
-    def step(request: Any) -> Any:
-        return handle(request, lambda: inner(request))
-
-    return step
-
-
-def _scoped_sync(inner: SyncRoute) -> SyncRoute:
-    def run(request: Any) -> Any:
-        with enter_scope():
-            return inner(request)
-
-    return run
+    return chain_sync(route, handles, scoped=scoped)
 
 
 def refuse(message: str) -> Callable[..., NoReturn]:

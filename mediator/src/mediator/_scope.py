@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
@@ -29,40 +29,64 @@ class ScopeState(dict[object, Any]):
     cleanups: list[Callable[[], object]] | None = None
 
     def close(self, failure: BaseException | None) -> None:
-        """End the scope on the sync path: run the cleanups, newest first."""
-        self.open = False
+        """End the scope on the sync path: run the cleanups, newest first.
+
+        An async cleanup cannot be awaited here: what it returned is closed and
+        a `SyncPathError` reported in its place.
+        """
+        if self.cleanups is None:  # the common case: close it and be done
+            self.open = False
+            return
         errors: list[Exception] = []
-        for cleanup in reversed(self.cleanups or ()):
-            try:
-                result = cleanup()
-                if inspect.isawaitable(result):
-                    _discard(result)
-                    raise SyncPathError(
-                        f"the scope cleanup {cleanup!r} is async and the send is "
-                        "sync: await mediator.send(...) instead"
-                    )
-            except Exception as error:
-                errors.append(error)
+        for cleanup, result in self._run_cleanups(errors):
+            errors.append(_refused(cleanup, result))
         _report(errors, failure)
 
     async def aclose(self, failure: BaseException | None) -> None:
         """End the scope on the async path: run the cleanups, awaiting async ones."""
-        self.open = False
+        if self.cleanups is None:
+            self.open = False
+            return
         errors: list[Exception] = []
-        for cleanup in reversed(self.cleanups or ()):
+        for _, result in self._run_cleanups(errors):
             try:
-                result = cleanup()
-                if inspect.isawaitable(result):
-                    await result
+                await result
             except Exception as error:
                 errors.append(error)
         _report(errors, failure)
 
+    def _run_cleanups(
+        self, errors: list[Exception]
+    ) -> Iterator[tuple[Callable[[], object], Awaitable[object]]]:
+        """Close the scope and call its cleanups, newest first, keeping failures.
 
-def _discard(awaitable: Awaitable[object]) -> None:
-    close = getattr(awaitable, "close", None)
-    if close is not None:
-        close()
+        What a cleanup returns that must be awaited is handed to the caller, the
+        path's driver, before the next cleanup runs; the rest is the same on both
+        paths. Every failure is added to `errors`, in the order the cleanups ran.
+        """
+        self.open = False
+        for cleanup in reversed(self.cleanups or ()):
+            try:
+                result = cleanup()
+            except Exception as error:
+                errors.append(error)
+                continue
+            if inspect.isawaitable(result):
+                yield cleanup, result
+
+
+def _refused(cleanup: Callable[[], object], result: Awaitable[object]) -> Exception:
+    """The failure of an async cleanup on the sync path, its awaitable closed."""
+    try:
+        close = getattr(result, "close", None)
+        if close is not None:
+            close()
+    except Exception as error:
+        return error
+    return SyncPathError(
+        f"the scope cleanup {cleanup!r} is async and the send is "
+        "sync: await mediator.send(...) instead"
+    )
 
 
 def _report(errors: list[Exception], failure: BaseException | None) -> None:

@@ -2,26 +2,32 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import inspect
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
 from typing import Any, ClassVar, NoReturn, Protocol, TypeVar, cast, runtime_checkable
 
-from injector import Injector, inject
+from injector import inject
 
 from mediator._behavior import Next, SyncNext
 from mediator._errors import (
     ConfigurationError,
     SyncPathError,
+    TransientDatabaseError,
     UnresolvableDependencyError,
 )
 from mediator._requests import is_request_type
 from mediator._scope import ScopeState, active_scope
 from mediator._stage import Stage
+from mediator._transaction_drive import drive_attempt
+from mediator._transaction_drive_sync import drive_attempt_sync
 from mediator._wiring import Wiring
 
 __all__ = [
     "AsyncUnitOfWork",
     "TransactionBehavior",
     "UnitOfWork",
+    "in_unit_of_work",
     "is_transactional",
     "transactional",
 ]
@@ -37,7 +43,8 @@ def transactional(cls: C | None = None, /) -> C:
 
     A bare class decorator, inherited by subclasses. The handler's writes are
     committed when it returns and rolled back when anything raises; a request
-    sent from inside a transactional handler joins the running unit of work.
+    sent from inside a transactional handler joins the running unit of work,
+    each of its attempts in a savepoint of its own.
 
     Raises:
         TypeError: Used with arguments, or on something that is not a request
@@ -58,6 +65,22 @@ def transactional(cls: C | None = None, /) -> C:
         raise TypeError(f"@transactional goes on Command or Query classes, not {cls!r}")
     setattr(cls, _MARK, True)
     return cls
+
+
+def in_unit_of_work() -> bool:
+    """Whether the current send runs inside a unit of work.
+
+    True in a send nested in a `@transactional` handler (and in that handler),
+    False at the top level and outside any send. A retry uses it to leave a
+    failure that dooms the transaction (`TransientDatabaseError`) to the
+    outermost send, which can run the whole unit again.
+
+    Example:
+        >>> in_unit_of_work()
+        False
+    """
+    scope = active_scope()
+    return scope is not None and _ACTIVE in scope
 
 
 def is_transactional(request_or_type: object) -> bool:
@@ -82,6 +105,15 @@ class UnitOfWork(Protocol):
 
     def rollback(self) -> None:
         """Discard the attempt's writes."""
+        ...
+
+    def savepoint(self) -> UnitOfWork:
+        """The unit of work of one nested attempt, inside this one's transaction.
+
+        Its `begin` sets a savepoint, `commit` releases it, and `rollback` rolls
+        back to it: the nested attempt's writes go, the writes made before it
+        stay. Called while this unit's transaction (or savepoint) is running.
+        """
         ...
 
     def translate_error(self, error: BaseException) -> BaseException:
@@ -109,6 +141,10 @@ class AsyncUnitOfWork(Protocol):
         """Discard the attempt's writes."""
         ...
 
+    def savepoint(self) -> AsyncUnitOfWork:
+        """The unit of work of one nested attempt: see `UnitOfWork.savepoint`."""
+        ...
+
     def translate_error(self, error: BaseException) -> BaseException:
         """The error to raise for `error`, or `error` itself."""
         ...
@@ -119,19 +155,28 @@ class TransactionBehavior:
 
     Innermost of the built-in behaviors (stage TRANSACTION), inside retry: each
     attempt gets a fresh transaction, and a failed attempt's writes are rolled
-    back before the next. The async path uses the bound `AsyncUnitOfWork` when
-    there is one, else the `UnitOfWork`; `send_sync` needs a `UnitOfWork`.
-    A failure while rolling back never hides the failure that caused it.
+    back before the next. A request sent from inside a transactional handler
+    joins the running transaction: each of its attempts runs in a savepoint
+    (`UnitOfWork.savepoint`), released when it succeeds and rolled back to when
+    it fails, so a retried nested request leaves only its last attempt's
+    writes, committed or rolled back with the outer transaction. When rolling
+    back to the savepoint fails, the outer transaction is lost: the failure is
+    raised as a `TransientDatabaseError`, which only a retry of the whole unit
+    can fix.
+
+    The async path uses the bound `AsyncUnitOfWork` when there is one, else the
+    `UnitOfWork`; `send_sync` needs a `UnitOfWork`. A failure while rolling
+    back never hides the failure that caused it.
     """
 
     stage: ClassVar[Stage] = Stage.TRANSACTION
 
     @inject
-    def __init__(self, injector: Injector) -> None:
-        self._wiring = Wiring(injector, fixed={})
-        self._sync: Callable[[], UnitOfWork] | None = None
-        self._async: Callable[[], AsyncUnitOfWork] | None = None
-        self._prepared = False
+    def __init__(self, resolver: Wiring) -> None:
+        self._async: Callable[[], AsyncUnitOfWork] | None = _optional(
+            resolver, AsyncUnitOfWork
+        )
+        self._sync: Callable[[], UnitOfWork] | None = _optional(resolver, UnitOfWork)
 
     def applies_to(self, request_type: type[Any]) -> bool:
         """Whether the type is `@transactional`; a unit of work must be bound then.
@@ -141,10 +186,6 @@ class TransactionBehavior:
         """
         if not (is_request_type(request_type) and is_transactional(request_type)):
             return False
-        if not self._prepared:
-            self._async = self._optional(AsyncUnitOfWork)
-            self._sync = self._optional(UnitOfWork)
-            self._prepared = True
         if self._async is None and self._sync is None:
             raise ConfigurationError(
                 f"{request_type.__qualname__} (module {request_type.__module__}) is "
@@ -154,57 +195,29 @@ class TransactionBehavior:
             )
         return True
 
-    def _optional(self, key: type[Any]) -> Callable[[], Any] | None:
-        try:
-            return self._wiring.factory(key, context="TransactionBehavior").make
-        except UnresolvableDependencyError:
-            return None
-
     async def handle(self, request: Any, next: Next[Any]) -> Any:
-        """Run one attempt in a unit of work, or join the one already running."""
+        """Run one attempt in a unit of work, or in a savepoint of the running one."""
         scope = _scope(request)
-        if _ACTIVE in scope:
-            return await next()
-        unit = (
-            self._async()
-            if self._async is not None
-            else _Awaitable(self._sync_unit(request))
-        )
-        scope[_ACTIVE] = unit
-        try:
-            await unit.begin()
-            result = await next()
-            await unit.commit()
-        except BaseException as error:
-            try:
-                await unit.rollback()
-            except Exception as failure:
-                _note_rollback_failure(error, failure)
-            _raise_final(unit, error)
-        finally:
-            del scope[_ACTIVE]
-        return result
+        outer: object = scope.get(_ACTIVE)
+        unit: AsyncUnitOfWork
+        if outer is not None:
+            unit = _async_savepoint(outer)
+        elif self._async is not None:
+            unit = self._async()
+        else:
+            unit = _Awaitable(self._sync_unit(request))
+        return _result(await drive_attempt(_attempt(scope, outer, unit), unit, next))
 
     def handle_sync(self, request: Any, next: SyncNext[Any]) -> Any:
         """The same on the sync path, with the bound `UnitOfWork`."""
         scope = _scope(request)
-        if _ACTIVE in scope:
-            return next()
-        unit = self._sync_unit(request)
-        scope[_ACTIVE] = unit
-        try:
-            unit.begin()
-            result = next()
-            unit.commit()
-        except BaseException as error:
-            try:
-                unit.rollback()
-            except Exception as failure:
-                _note_rollback_failure(error, failure)
-            _raise_final(unit, error)
-        finally:
-            del scope[_ACTIVE]
-        return result
+        outer: object = scope.get(_ACTIVE)
+        unit = (
+            self._sync_unit(request)
+            if outer is None
+            else _sync_savepoint(request, outer)
+        )
+        return _result(drive_attempt_sync(_attempt(scope, outer, unit), unit, next))
 
     def _sync_unit(self, request: Any) -> UnitOfWork:
         if self._sync is None:
@@ -216,23 +229,116 @@ class TransactionBehavior:
         return self._sync()
 
 
+def _optional(resolver: Wiring, key: type[Any]) -> Callable[[], Any] | None:
+    try:
+        return resolver.factory(key, context="TransactionBehavior").make
+    except UnresolvableDependencyError:
+        return None
+
+
+_NEXT = "next"  # the step that runs the rest of the chain, as the drivers know it
+
+
+@dataclass(frozen=True, slots=True)
+class _Failed:
+    """The attempt's own failure, for the driver to raise as it is.
+
+    Raised from the generator, a `StopIteration` would turn into a
+    `RuntimeError`; raised after the driver returns it, every failure stays
+    what it was.
+    """
+
+    error: BaseException
+
+
+_Flow = Generator[str, Any, Any]
+
+
+def _attempt(
+    scope: ScopeState, outer: object, unit: UnitOfWork | AsyncUnitOfWork
+) -> _Flow:
+    """One attempt in `unit`, as the steps a driver performs, async or sync.
+
+    It yields the name of each step: ``"begin"``, ``"commit"`` or ``"rollback"``
+    (the unit's method to call) or `_NEXT` (the rest of the chain). The driver
+    sends back what the step returned, or throws in what it raised. It returns
+    the response, or `_Failed` with the failure to raise as it is.
+    """
+    scope[_ACTIVE] = unit
+    try:
+        yield "begin"
+        result = yield _NEXT
+        yield "commit"
+    except BaseException as error:
+        try:
+            yield "rollback"
+        except Exception as failure:
+            _note_rollback_failure(error, failure)
+            if outer is not None:
+                _raise_lost(error)
+        final = unit.translate_error(error) if isinstance(error, Exception) else error
+        if final is error:
+            return _Failed(error)
+        raise final from error
+    finally:
+        _restore(scope, outer)
+    return result
+
+
+def _result(outcome: Any) -> Any:
+    if isinstance(outcome, _Failed):
+        raise outcome.error
+    return outcome
+
+
 class _Awaitable:
     """A sync `UnitOfWork` used on the async path (no async one is bound)."""
 
     def __init__(self, unit: UnitOfWork) -> None:
-        self._unit = unit
+        self.unit = unit
 
     async def begin(self) -> None:
-        self._unit.begin()
+        self.unit.begin()
 
     async def commit(self) -> None:
-        self._unit.commit()
+        self.unit.commit()
 
     async def rollback(self) -> None:
-        self._unit.rollback()
+        self.unit.rollback()
+
+    def savepoint(self) -> _Awaitable:
+        return _Awaitable(self.unit.savepoint())
 
     def translate_error(self, error: BaseException) -> BaseException:
-        return self._unit.translate_error(error)
+        return self.unit.translate_error(error)
+
+
+def _async_savepoint(outer: object) -> AsyncUnitOfWork:
+    """A savepoint of the running unit of work, for a nested send on the async path."""
+    if inspect.iscoroutinefunction(cast(AsyncUnitOfWork, outer).begin):
+        return cast(AsyncUnitOfWork, outer).savepoint()
+    return _Awaitable(cast(UnitOfWork, outer).savepoint())
+
+
+def _sync_savepoint(request: Any, outer: object) -> UnitOfWork:
+    """A savepoint of the running unit of work, for a nested `send_sync`."""
+    if isinstance(outer, _Awaitable):
+        return outer.unit.savepoint()
+    if inspect.iscoroutinefunction(cast(UnitOfWork, outer).begin):
+        raise SyncPathError(
+            f"{type(request).__qualname__} is @transactional and was sent with "
+            "send_sync inside a transaction of an AsyncUnitOfWork, whose savepoints "
+            "must be awaited: await mediator.send(...) instead"
+        )
+    return cast(UnitOfWork, outer).savepoint()
+
+
+def _restore(scope: ScopeState, outer: object) -> None:
+    """Make the unit of work around the attempt the running one again, if any."""
+    if outer is None:
+        del scope[_ACTIVE]
+    else:
+        scope[_ACTIVE] = outer
 
 
 def _scope(request: Any) -> ScopeState:
@@ -245,16 +351,18 @@ def _scope(request: Any) -> ScopeState:
     return scope
 
 
-def _raise_final(unit: UnitOfWork | AsyncUnitOfWork, error: BaseException) -> NoReturn:
-    """Raise what the unit of work makes of `error`, with `error` as its cause.
+def _raise_lost(error: BaseException) -> NoReturn:
+    """A nested attempt failed and its savepoint could not be rolled back to.
 
-    Cancellation and exits, and errors it does not translate, are raised as
-    they are.
+    The outer transaction may hold the attempt's writes or be unusable: it must
+    not go on, so the failure becomes one that only a fresh transaction fixes.
+    Cancellation and exits stay as they are.
     """
-    final = unit.translate_error(error) if isinstance(error, Exception) else error
-    if final is error:
+    if not isinstance(error, Exception):
         raise error
-    raise final from error
+    raise TransientDatabaseError(
+        "the transaction was lost, try again (rolling back to a savepoint failed)"
+    ) from error
 
 
 def _note_rollback_failure(error: BaseException, failure: Exception) -> None:

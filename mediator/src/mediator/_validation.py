@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, ClassVar, Generic, TypeVar, cast
 
 import pydantic
-from injector import Injector, inject
+from injector import inject
 
 from mediator._behavior import Next, SyncNext
 from mediator._errors import FieldError, SyncPathError, ValidationError
@@ -99,35 +99,49 @@ class ValidationBehavior:
     stage: ClassVar[Stage] = Stage.VALIDATION
 
     @inject
-    def __init__(self, injector: Injector, registry: ValidatorRegistry) -> None:
-        self._wiring = Wiring(injector, fixed={})
+    def __init__(self, resolver: Wiring, registry: ValidatorRegistry) -> None:
+        self._resolver = resolver
         self._registry = registry
         self._checks: dict[type[Any], list[_Check]] = {}
 
     def applies_to(self, request_type: type[Any]) -> bool:
-        """Whether the type has validators; prepares them once if it has."""
+        """Whether the type has validators.
+
+        Raises:
+            UnresolvableDependencyError: One of them cannot be built.
+        """
         if not is_request_type(request_type):
             return False
         classes = self._registry.for_type(request_type)
-        if not classes:
-            return False
-        self._checks[request_type] = [
-            (
-                f"{cls.__qualname__} (module {cls.__module__})",
-                inspect.iscoroutinefunction(cls.validate),
-                self._wiring.factory(
-                    cls,
-                    context=f"validator {cls.__qualname__} (module {cls.__module__})",
-                ).make,
-            )
-            for cls in classes
-        ]
-        return True
+        for cls in classes:
+            self._factory(cls)  # a validator that cannot be built fails the build
+        return bool(classes)
+
+    def _factory(self, cls: type[Validator[Any]]) -> Callable[[], Validator[Any]]:
+        # The mediator's resolver compiles each class once, so asking again is a lookup.
+        return self._resolver.factory(
+            cls, context=f"validator {cls.__qualname__} (module {cls.__module__})"
+        ).make
+
+    def _checks_of(self, request: object) -> list[_Check]:
+        request_type = type(request)
+        try:
+            return self._checks[request_type]
+        except KeyError:
+            checks = self._checks[request_type] = [
+                (
+                    f"{cls.__qualname__} (module {cls.__module__})",
+                    inspect.iscoroutinefunction(cls.validate),
+                    self._factory(cls),
+                )
+                for cls in self._registry.for_type(request_type)
+            ]
+            return checks
 
     async def handle(self, request: Any, next: Next[Any]) -> Any:
         """Validate, then run the rest of the chain."""
         errors = _model_errors(request)
-        for _, is_async, make in self._checks[type(request)]:
+        for _, is_async, make in self._checks_of(request):
             found = make().validate(request)
             if is_async:
                 found = await cast("Awaitable[Iterable[FieldError]]", found)
@@ -138,7 +152,7 @@ class ValidationBehavior:
     def handle_sync(self, request: Any, next: SyncNext[Any]) -> Any:
         """The same on the sync path; an async validator is refused by name."""
         errors = _model_errors(request)
-        for name, is_async, make in self._checks[type(request)]:
+        for name, is_async, make in self._checks_of(request):
             if is_async:
                 raise SyncPathError(
                     f"validator {name} is async, so send_sync cannot run it: await "

@@ -16,6 +16,7 @@ from typing import Any, cast, get_origin
 
 from injector import (
     AssistedBuilder,
+    Binder,
     ClassAssistedBuilder,
     ClassProvider,
     InstanceProvider,
@@ -54,11 +55,16 @@ class Factory:
 
 
 class Wiring:
-    """Compiles factories against one injector; each key is compiled once."""
+    """Compiles factories against one injector; each key is compiled once.
+
+    The mediator has one: its handlers, its behaviors, and what the built-in
+    behaviors build (validators, policies, the unit of work) are all compiled
+    by it. A behavior gets it by asking for `Wiring` in its constructor.
+    """
 
     def __init__(self, injector: _Injector, *, fixed: dict[object, object]) -> None:
         self._injector = injector
-        self._fixed = fixed
+        self._fixed = {**fixed, Wiring: self}
         self._done: dict[object, Factory] = {}
 
     def factory(self, key: Any, *, context: str) -> Factory:
@@ -86,6 +92,14 @@ class Wiring:
             raise UnresolvableDependencyError(
                 f"{context}: circular dependency {' -> '.join(here)}"
             )
+        if not path and isinstance(key, type) and self._unbound(key):
+            # A handler or behavior class nobody bound, which is most of them:
+            # what injector would bind implicitly, without making the binding.
+            scope = _scope_of(key)
+            if scope is NoScope:
+                result = self._constructor(key, context, here)
+                self._done[key] = result
+                return result
         try:
             binding, _ = self._injector.binder.get_binding(key)
         except UnsatisfiedRequirement:
@@ -115,6 +129,14 @@ class Wiring:
         result = self._apply_scope(key, scope, inner)
         self._done[key] = result
         return result
+
+    def _unbound(self, key: type[Any]) -> bool:
+        binder: Binder | None = self._injector.binder
+        while binder is not None:
+            if binder.has_binding_for(key):
+                return False
+            binder = binder.parent
+        return True
 
     def _from_provider(
         self, provider: object, context: str, path: tuple[str, ...]

@@ -3,27 +3,30 @@
 from __future__ import annotations
 
 import logging
-import random
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from injector import inject
-from tenacity import (
-    AsyncRetrying,
-    RetryCallState,
-    Retrying,
-    retry_base,
-    retry_if_exception,
-    retry_if_result,
-    stop_after_attempt,
-)
 
-from mediator import Next, Request, Stage, SyncNext
+from mediator import (
+    Next,
+    Request,
+    Stage,
+    SyncNext,
+    TransientDatabaseError,
+    in_unit_of_work,
+)
 from mediator_resilience._clock import Clock
 from mediator_resilience._events import RetryEvent, RetryListener
 from mediator_resilience._marker import is_retryable
 from mediator_resilience._options import ResilienceMediatorOptions
 from mediator_resilience._transient import is_cancellation
+
+if TYPE_CHECKING:
+    # Imported when the first retry happens: importing tenacity costs more than
+    # the rest of this package, and most requests never need it.
+    from tenacity import RetryCallState, retry_base
 
 __all__ = ["RetryBehavior", "RetryTools"]
 
@@ -35,7 +38,7 @@ class RetryTools:
     """What the behavior waits on, draws jitter from, and reports to."""
 
     clock: Clock
-    rng: random.Random
+    random: Callable[[], float]
     listeners: tuple[RetryListener, ...] = ()
 
 
@@ -48,11 +51,19 @@ class RetryBehavior:
     marker never meets it: it is not in that type's chain.
 
     The first attempt runs without tenacity, so a request that succeeds costs
-    one behavior step; after a failure, tenacity drives the remaining attempts,
-    waiting on the injected clock. Cancellation is never retried and no attempt
-    starts after it, also when it arrives during a wait. When the attempts are
+    one behavior step; after a failure, tenacity (imported then, not with the
+    package) drives the remaining attempts, waiting on the injected clock.
+    Cancellation is never retried and no attempt starts after it, also when it
+    arrives during a wait. When the attempts are
     spent, the last failure is raised (or the last response returned, for
     `should_retry_result`).
+
+    A send nested in a `@transactional` handler runs inside the outer unit of
+    work (`mediator.in_unit_of_work`): its attempts each roll back to their own
+    savepoint, so it is retried like any other, except for a
+    `TransientDatabaseError`, which dooms the whole transaction and is never
+    retried there, whatever `should_retry` says: it goes up to the outermost
+    `@retryable` send, which retries the whole unit of work.
     """
 
     stage: ClassVar[Stage] = Stage.RETRY
@@ -61,7 +72,7 @@ class RetryBehavior:
     def __init__(self, options: ResilienceMediatorOptions, tools: RetryTools) -> None:
         self._options = options
         self._clock = tools.clock
-        self._rng = tools.rng
+        self._random = tools.random
         self._listeners = tools.listeners
         self._predicate = options.should_retry
         self._result_predicate = options.should_retry_result
@@ -103,6 +114,8 @@ class RetryBehavior:
     # --- after a failure: tenacity ---------------------------------------------
 
     async def _retry_async(self, request: Any, next: Next[Any]) -> Any:
+        from tenacity import AsyncRetrying
+
         async def attempt() -> Any:
             return await next()
 
@@ -110,10 +123,14 @@ class RetryBehavior:
         return await retrying(attempt)
 
     def _retry_sync(self, request: Any, next: SyncNext[Any]) -> Any:
+        from tenacity import Retrying
+
         retrying = Retrying(sleep=self._clock.sleep_sync, **self._strategy(request))
         return retrying(next)
 
     def _strategy(self, request: Any) -> dict[str, Any]:
+        from tenacity import retry_if_exception, retry_if_result, stop_after_attempt
+
         # Attempt 1 ran outside tenacity: its attempt k is the request's k + 1.
         retry: retry_base = retry_if_exception(self._retries)
         if self._result_predicate is not None:
@@ -138,13 +155,18 @@ class RetryBehavior:
     def _retries(self, error: BaseException) -> bool:
         if is_cancellation(error) or not isinstance(error, Exception):
             return False
+        if isinstance(error, TransientDatabaseError) and in_unit_of_work():
+            # The transaction this send joined is lost (a serialization failure,
+            # a deadlock, a dropped connection): another attempt inside it fails
+            # again. The outermost send's retry runs the whole unit afresh.
+            return False
         return self._options.max_retry_attempts > 0 and bool(self._predicate(error))
 
     def _announce(
         self, request: Any, attempt: int, error: BaseException | None
     ) -> float:
         """The wait before the next attempt; reports the retry on the way."""
-        jitter = 0.5 + self._rng.random() / 2 if self._options.use_jitter else 1.0
+        jitter = 0.5 + self._random() / 2 if self._options.use_jitter else 1.0
         delay = self._options.delay_before(attempt, jitter)
         event = RetryEvent(
             request_type=type(request).__qualname__,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import random
-from collections.abc import Mapping, Sequence
+import random as _random
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from injector import Binder, Module
@@ -29,12 +29,17 @@ class ResilienceMediatorModule(Module):
             section and ``RESILIENCE__MEDIATOR__...`` environment variables give
             the options. Used when `options` is None (defaults otherwise).
         clock: Where waits happen; `SystemClock` by default, `FakeClock` in tests.
-        rng: The random source for jitter.
+        random: Returns a float in [0, 1) for the jitter; default a fresh
+            `random.Random`'s `random`. The same parameter as in
+            `http_resilience` (`StreamRetryOptions`, the transports).
+        rng: The older way to give the jitter source: a `random.Random`, whose
+            `random` is used. Give `random` or `rng`, not both.
         listeners: Called with a `RetryEvent` before every wait.
 
     Raises:
         pydantic.ValidationError: An invalid option, named, on this call.
-        TypeError: `options` is not a `ResilienceMediatorOptions`.
+        TypeError: `options` is not a `ResilienceMediatorOptions`, or both
+            `random` and `rng` are given.
 
     Example:
         >>> from injector import Injector
@@ -51,7 +56,8 @@ class ResilienceMediatorModule(Module):
         config: Mapping[str, Any] | None = None,
         *,
         clock: Clock | None = None,
-        rng: random.Random | None = None,
+        random: Callable[[], float] | None = None,
+        rng: _random.Random | None = None,
         listeners: Sequence[RetryListener] = (),
     ) -> None:
         if options is None:
@@ -62,9 +68,11 @@ class ResilienceMediatorModule(Module):
                 f"got {type(options).__qualname__}"
             )
         self.options = options
-        self._tools = RetryTools(
-            clock or SystemClock(), rng or random.Random(), tuple(listeners)
-        )
+        if random is not None and rng is not None:
+            raise TypeError("give the jitter source as random= or rng=, not both")
+        if random is None:
+            random = (rng or _random.Random()).random
+        self._tools = RetryTools(clock or SystemClock(), random, tuple(listeners))
 
     def configure(self, binder: Binder) -> None:
         """Bind the options (once per injector) and add the behavior.

@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from datetime import timedelta
-from typing import Annotated, Any, ClassVar, Final, Self, cast
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Final, Self, cast
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-from mediator_resilience._durations import Duration
+from mediator_resilience._durations import Duration, DurationInput, in_seconds
 from mediator_resilience._transient import is_transient_failure
 
 __all__ = [
@@ -43,7 +43,7 @@ class ResilienceMediatorOptions(BaseModel):
     Attributes:
         max_retry_attempts: Attempts after the first; 0 turns retry off. Default 3.
         base_delay: The delay before the first retry. Default 200 ms.
-        max_delay: The cap on any one delay. Default 30 s.
+        max_delay: The cap on any one delay, at least `base_delay`. Default 30 s.
         use_jitter: Spread the delays so that callers do not retry in step.
         should_retry: Whether a failure is worth another attempt. Default
             `is_transient_failure`. Cancellation is never retried, whatever it
@@ -52,12 +52,14 @@ class ResilienceMediatorOptions(BaseModel):
             failure worth another attempt. It shares the attempt budget; when
             the budget is spent, the last response is returned.
 
-    Durations accept a `timedelta`, a number of seconds, ``"200ms"``, ``"2s"``
-    or ISO 8601 (``"PT0.2S"``).
+    Durations accept a `timedelta`, a number of seconds, ``"200ms"``, ``"2s"``,
+    ``"5m"``, ``"1h"`` or ISO 8601 (``"PT0.2S"``), up to 24 days: the longest
+    wait `time.sleep` and thread waits take on every platform.
 
     Raises:
         pydantic.ValidationError: On construction, naming every invalid field.
-            `max_retry_attempts` refuses True and False.
+            `max_retry_attempts` refuses True and False; `base_delay` above
+            `max_delay` names both.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
@@ -72,6 +74,29 @@ class ResilienceMediatorOptions(BaseModel):
     use_jitter: bool = True
     should_retry: Callable[[BaseException], bool] = is_transient_failure
     should_retry_result: Callable[[Any], bool] | None = None
+
+    if TYPE_CHECKING:
+        # What type checkers see: durations given in every form pydantic reads,
+        # read back as `timedelta`s. A test holds it to the fields.
+        def __init__(
+            self,
+            *,
+            max_retry_attempts: int = DEFAULT_MAX_RETRY_ATTEMPTS,
+            base_delay: DurationInput = DEFAULT_BASE_DELAY,
+            max_delay: DurationInput = DEFAULT_MAX_DELAY,
+            use_jitter: bool = True,
+            should_retry: Callable[[BaseException], bool] = is_transient_failure,
+            should_retry_result: Callable[[Any], bool] | None = None,
+        ) -> None: ...
+
+    @model_validator(mode="after")
+    def _check_delays(self) -> Self:
+        if self.base_delay > self.max_delay:
+            raise ValueError(
+                f"base_delay ({in_seconds(self.base_delay)}) must not exceed "
+                f"max_delay ({in_seconds(self.max_delay)})"
+            )
+        return self
 
     def delay_before(self, retry: int, jitter: float = 1.0) -> float:
         """Seconds to wait before retry number `retry` (1-based).

@@ -35,13 +35,19 @@ def translate_error(error: BaseException) -> BaseException:
         `ConflictError` for a unique or foreign-key violation (deterministic:
         the same write fails again); `TransientDatabaseError` for a
         serialization failure, a deadlock, or SQLite's "database is locked"
-        (a fresh attempt can succeed); anything else unchanged. The new error's
+        (a fresh attempt can succeed), and for a connection SQLAlchemy saw
+        drop (``connection_invalidated``: the transaction is gone with it);
+        anything else unchanged. The new error's
         message names the kind of failure, never the values involved (a
         driver's message can quote the row); the caller keeps `error` as its
         cause.
     """
     if not isinstance(error, exc.DBAPIError):
         return error
+    if error.connection_invalidated:
+        return TransientDatabaseError(
+            "the transaction was lost, try again (the connection dropped)"
+        )
     original = error.orig
     # psycopg 3 names it `sqlstate`, psycopg2 `pgcode`.
     state = getattr(original, "sqlstate", None) or getattr(original, "pgcode", None)

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from injector import Binder, Injector, Module, Provider
-from sqlalchemy import Engine
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+from sqlalchemy import URL, Connection, Engine
+from sqlalchemy.ext.asyncio import (
+    AsyncConnection,
+    AsyncEngine,
+    AsyncSession,
+    async_sessionmaker,
+)
 from sqlalchemy.orm import Session, sessionmaker
 
 from mediator._scope import RequestScope, at_scope_exit
@@ -47,8 +52,12 @@ class SqlAlchemyModule(Module):
             `async_engine`.
 
     Raises:
-        TypeError: Nothing given, or an engine and a factory given for the same
-            side.
+        TypeError: Nothing given; an engine and a factory given for the same
+            side; an argument of the wrong kind (an `AsyncEngine` as `engine`, a
+            `sessionmaker` as `async_session_factory`, a URL, a session...), named
+            with the parameter it belongs to; or a factory bound to no engine or
+            to one of the other kind. A sync session on the async path would
+            return before committing, so the module refuses it when built.
 
     Example:
         >>> from sqlalchemy import create_engine
@@ -67,6 +76,10 @@ class SqlAlchemyModule(Module):
         session_factory: sessionmaker[Session] | None = None,
         async_session_factory: async_sessionmaker[AsyncSession] | None = None,
     ) -> None:
+        _check_kind("engine", engine)
+        _check_kind("async_engine", async_engine)
+        _check_kind("session_factory", session_factory)
+        _check_kind("async_session_factory", async_session_factory)
         if engine is not None and session_factory is not None:
             raise TypeError(
                 "SqlAlchemyModule takes engine= or session_factory=, not both"
@@ -96,26 +109,131 @@ class SqlAlchemyModule(Module):
 
     def configure(self, binder: Binder) -> None:
         """Bind `Session`/`UnitOfWork` and `AsyncSession`/`AsyncUnitOfWork`."""
-        sessions = self._sessions
-        if sessions is not None:
-
-            def open_session() -> Session:
-                session = sessions()
-                at_scope_exit(session.close)
-                return session
-
-            binder.bind(Session, to=_Call(open_session), scope=RequestScope)
+        if self._sessions is not None:
+            binder.bind(Session, to=_opened(self._sessions), scope=RequestScope)
             binder.bind(UnitOfWork, to=SqlAlchemyUnitOfWork)
-        async_sessions = self._async_sessions
-        if async_sessions is not None:
-
-            def open_async_session() -> AsyncSession:
-                session = async_sessions()
-                at_scope_exit(session.close)
-                return session
-
-            binder.bind(AsyncSession, to=_Call(open_async_session), scope=RequestScope)
+        if self._async_sessions is not None:
+            opened = _opened(self._async_sessions)
+            binder.bind(AsyncSession, to=opened, scope=RequestScope)
             binder.bind(AsyncUnitOfWork, to=AsyncSqlAlchemyUnitOfWork)
+
+
+_S = TypeVar("_S", Session, AsyncSession)
+
+
+def _opened(sessions: Callable[[], _S]) -> Provider[_S]:
+    """Opens a session from `sessions`, closed when the request scope ends.
+
+    An `AsyncSession`'s close is awaited there; `send_sync` refuses it.
+    """
+
+    def open_session() -> _S:
+        session = sessions()
+        at_scope_exit(session.close)
+        return session
+
+    return _Call(open_session)
+
+
+# What each parameter takes, and where each kind of value belongs.
+_EXPECTED: dict[str, tuple[type[Any], str]] = {
+    "engine": (Engine, "an Engine"),
+    "async_engine": (AsyncEngine, "an AsyncEngine"),
+    "session_factory": (sessionmaker, "a sessionmaker"),
+    "async_session_factory": (async_sessionmaker, "an async_sessionmaker"),
+}
+_PER_SEND = "the module opens one session per send"
+_KINDS: tuple[tuple[type[Any] | tuple[type[Any], ...], str, str], ...] = (
+    (AsyncEngine, "an AsyncEngine", "pass it as async_engine= instead"),
+    (Engine, "an Engine", "pass it as engine= instead"),
+    (
+        async_sessionmaker,
+        "an async_sessionmaker",
+        "pass it as async_session_factory= instead",
+    ),
+    (sessionmaker, "a sessionmaker", "pass it as session_factory= instead"),
+    (
+        AsyncSession,
+        "an AsyncSession",
+        "pass the async_sessionmaker that makes it as async_session_factory= "
+        f"({_PER_SEND})",
+    ),
+    (
+        Session,
+        "a Session",
+        f"pass the sessionmaker that makes it as session_factory= ({_PER_SEND})",
+    ),
+    (
+        (str, URL),
+        "a URL",
+        "pass engine=create_engine(url), or async_engine=create_async_engine(url)",
+    ),
+)
+# A factory's bind: the engine kinds each side can use, and the fix for the other.
+_BINDS: dict[str, tuple[tuple[type[Any], ...], str]] = {
+    "session_factory": (
+        (Engine, Connection),
+        "sessionmaker(engine), or pass engine= instead",
+    ),
+    "async_session_factory": (
+        (AsyncEngine, AsyncConnection),
+        "async_sessionmaker(async_engine), or pass async_engine= instead",
+    ),
+}
+
+
+def _check_kind(parameter: str, value: object) -> None:
+    """Refuse a value that belongs to another parameter, or to none.
+
+    A sync `Session` on the async path (an `async_sessionmaker` given as
+    `session_factory`) would return from ``commit`` without committing.
+    """
+    if value is None:
+        return
+    expected, expected_name = _EXPECTED[parameter]
+    if not isinstance(value, expected):
+        name, fix = _kind_of(value)
+        raise TypeError(
+            f"SqlAlchemyModule({parameter}=...) takes {expected_name}, got {name}: "
+            f"{fix}"
+        )
+    if parameter in _BINDS:
+        _check_bind(parameter, expected_name, value)
+
+
+def _kind_of(value: object) -> tuple[str, str]:
+    """What `value` is, in the error's words, and where it belongs."""
+    for kind, name, fix in _KINDS:
+        if isinstance(value, kind):
+            return name, fix
+    return type(value).__qualname__, (
+        "pass engine=, async_engine=, session_factory= or async_session_factory="
+    )
+
+
+def _check_bind(parameter: str, factory_name: str, factory: Any) -> None:
+    kinds, make = _BINDS[parameter]
+    bind = factory.kw.get("bind")
+    if bind is None:
+        if factory.kw.get("binds"):
+            return  # bound per mapper or table
+        raise TypeError(
+            f"SqlAlchemyModule({parameter}=...) is {factory_name} with no engine: "
+            f"make it with {make}"
+        )
+    if isinstance(bind, kinds):
+        return
+    if isinstance(bind, AsyncEngine | AsyncConnection):
+        fix = "make async_sessionmaker(async_engine) and pass it as "
+        fix += "async_session_factory="
+        name = "an AsyncEngine"
+    elif isinstance(bind, Engine | Connection):
+        fix = "make sessionmaker(engine) and pass it as session_factory="
+        name = "an Engine"
+    else:
+        fix = f"make it with {make}"
+        name = type(bind).__qualname__
+    raise TypeError(f"SqlAlchemyModule({parameter}=...) is bound to {name}: {fix}")
 
 
 class _Call(Provider[T]):
