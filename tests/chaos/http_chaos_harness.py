@@ -79,6 +79,9 @@ class Call:
     # The pipeline's first clock reading: the total timeout sets its deadline.
     pipeline_started: float | None = None
     attempts: list[float] = field(default_factory=list[float])
+    # When each attempt's request head began to be written to a connection
+    # (httpcore's trace): what went on the wire, and when, on this side.
+    writes: list[float] = field(default_factory=list[float])
     # Between a retry's event and its next attempt: the call waits.
     waiting: bool = False
     outcome: str = "not started"
@@ -146,32 +149,40 @@ def attempt_leaves() -> None:
         call.waiting = False
 
 
-class RecordingTransport(httpx.AsyncBaseTransport):
-    """Under the pipeline: notes when each attempt leaves it."""
+WRITE_BEGINS = "http11.send_request_headers.started"
 
-    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
-        self._inner = inner
+
+def written(event: str, info: dict[str, Any]) -> None:
+    call = CURRENT.get()
+    if call is not None and event == WRITE_BEGINS:
+        call.writes.append(CLOCK.monotonic())
+
+
+async def async_written(event: str, info: dict[str, Any]) -> None:
+    written(event, info)
+
+
+class RecordingTransport(httpx.AsyncHTTPTransport):
+    """Under the pipeline: notes when each attempt leaves it, and when it is written.
+
+    httpx's own transport, extended rather than wrapped, as a user would: the
+    pipeline still sees its pool, and gives back the slots httpcore loses to
+    cancelled attempts.
+    """
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         attempt_leaves()
-        return await self._inner.handle_async_request(request)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
+        request.extensions = {**request.extensions, "trace": async_written}
+        return await super().handle_async_request(request)
 
 
-class RecordingSyncTransport(httpx.BaseTransport):
+class RecordingSyncTransport(httpx.HTTPTransport):
     """The sync twin of `RecordingTransport`."""
-
-    def __init__(self, inner: httpx.BaseTransport) -> None:
-        self._inner = inner
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         attempt_leaves()
-        return self._inner.handle_request(request)
-
-    def close(self) -> None:
-        self._inner.close()
+        request.extensions = {**request.extensions, "trace": written}
+        return super().handle_request(request)
 
 
 @dataclass(frozen=True)
@@ -273,12 +284,12 @@ class Harness:
             call.cancel_in_wait = None
 
     def client(self, url: str) -> httpx.AsyncClient:
-        inner = RecordingTransport(httpx.AsyncHTTPTransport(limits=limits()))
+        inner = RecordingTransport(limits=limits())
         settings = self._settings(url, inner, async_response_hook)
         return create_async_client("chaos", OPTIONS, **settings)
 
     def sync_client(self, url: str) -> httpx.Client:
-        inner = RecordingSyncTransport(httpx.HTTPTransport(limits=limits()))
+        inner = RecordingSyncTransport(limits=limits())
         settings = self._settings(url, inner, response_hook)
         return create_client("chaos", OPTIONS, **settings)
 

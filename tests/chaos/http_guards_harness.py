@@ -243,7 +243,7 @@ async def all_through(run: Scenario, name: str) -> str:
     """200 callers at once, the breaker closed again: all answered. Their key."""
     after = key(name)
     flowing = await run.wave("/healthy", after)
-    assert kinds(flowing) == {"200": CALLERS}
+    assert kinds(flowing) == {"200": CALLERS}, kinds(flowing)
     return after
 
 

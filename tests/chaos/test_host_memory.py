@@ -11,10 +11,11 @@ Requests are handed to the transport itself, not through an `httpx.AsyncClient`:
 the client adds nothing the registry sees, and triples the time under
 tracemalloc (about 60 s for 100,000 requests, against about 20 s).
 
-The registry is read through the transport's private ``_breakers`` (the
-breaker strategy, whose ``registry`` property is public): the transport has no
-public accessor for it, and a test that reads a private attribute is the
-lesser evil next to adding one for tests alone.
+The registry is read through the transport's private ``_built`` (the built
+pipeline, whose ``find`` gives its breaker strategy, whose ``registry``
+property is public): the transport has no public accessor for it, and a test
+that reads a private attribute is the lesser evil next to adding one for tests
+alone.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from http_resilience import (
     BrokenCircuitError,
     HttpResilienceOptions,
 )
-from http_resilience._hosts import HostRegistry
+from http_resilience._strategies.breaker import AsyncBreaker, HostRegistry
 from http_resilience.testing import FakeClock
 from tests.support.figures import record
 
@@ -59,7 +60,10 @@ def transport(maximum_hosts: int, status: int = 200) -> AsyncResilientTransport:
 
 def registry_of(subject: AsyncResilientTransport) -> HostRegistry:
     # No public accessor: see the module's docstring.
-    registry = subject._breakers.registry  # pyright: ignore[reportPrivateUsage]
+    built = subject._built  # pyright: ignore[reportPrivateUsage]
+    breaker = built.find(AsyncBreaker)
+    assert breaker is not None
+    registry = breaker.strategy.registry
     assert registry is not None
     return registry
 

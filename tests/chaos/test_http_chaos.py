@@ -62,11 +62,11 @@ import pytest
 from http_resilience import AttemptTimeoutError
 from tests.chaos.http_chaos_checks import (
     OVERRUN,
-    TRANSIT,
     StartChaos,
     assert_attempts_bounded,
     assert_deadlines_kept,
     assert_expected_outcomes,
+    assert_written_before,
     attempts_histogram,
     fates,
     latencies,
@@ -139,6 +139,9 @@ async def test_gets_under_the_mix_keep_attempts_and_deadlines_bounded(
         duration=GET_DURATION,
         calls=len(harness.calls),
         herd_peak_in_flight=herd_peak,
+        herd_succeeded=sum(
+            call.outcome == "200" for call in list(harness.calls.values())[:HERD]
+        ),
         outcomes=dict(harness.outcomes()),
         attempts_histogram=attempts_histogram(harness.calls.values(), hits),
         fates=fates(hits),
@@ -152,9 +155,15 @@ async def test_gets_under_the_mix_keep_attempts_and_deadlines_bounded(
     assert_expected_outcomes(harness)
     assert_attempts_bounded(harness, hits)
     assert_deadlines_kept(harness, hits)
-    # The mix did its work: calls were retried to the limit, and most succeeded.
+    # The mix did its work: calls were retried to the limit, and most succeeded
+    # once the herd had passed. The herd overloads the client on purpose (150
+    # calls at once on 16 connections, 250 ms an attempt): how many of it get
+    # through depends on the machine (3 to 44 on a 2-core VM; see the figures).
+    # A pool that lost its slots answers none at all, in either phase.
     assert attempts_histogram(harness.calls.values(), hits).get(MAX_ATTEMPTS, 0) > 0
-    assert harness.outcomes()["200"] > len(harness.calls) / 2
+    after_herd = list(harness.calls.values())[HERD:]
+    steady_ok = sum(call.outcome == "200" for call in after_herd)
+    assert steady_ok > len(after_herd) / 2, steady_ok
 
 
 # --- b. POSTs, with and without an idempotency key -----------------------------------
@@ -316,8 +325,7 @@ async def test_a_cancelled_call_raises_cancelled_and_sends_nothing_more(
         # Not retried: no attempt left after the cancellation, and the server
         # saw nothing but what was already on its way.
         assert all(start < call.cancelled_at for start in call.attempts), call
-        for hit in hits.get(call.index, []):
-            assert hit.received <= call.cancelled_at + TRANSIT, (call, hit)
+        assert_written_before(call, call.cancelled_at, hits)
     for index, was_cancelled in ended_cancelled.items():
         call = harness.calls[index]
         assert was_cancelled == (call.cancelled_at is not None), call

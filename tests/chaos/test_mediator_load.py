@@ -30,7 +30,7 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Literal, NoReturn
+from typing import Literal, NoReturn, Self
 
 import pytest
 from injector import Binder, Injector, Module, inject
@@ -167,6 +167,9 @@ class CountingUnit:
 
     async def rollback(self) -> None:
         self.steps.append("rollback")
+
+    def savepoint(self) -> Self:
+        raise AssertionError("the load sends no nested transactional requests")
 
     def translate_error(self, error: BaseException) -> BaseException:
         return error

@@ -17,7 +17,7 @@ MODULES = sorted(
 
 
 def test_every_module_is_collected() -> None:
-    assert "http_resilience._stream_retry" in MODULES
+    assert "http_resilience._streams.retry" in MODULES
     assert "http_resilience.testing" in MODULES
 
 

@@ -20,6 +20,7 @@ def test_the_public_names_are_pinned_and_sorted() -> None:
         "Clock",
         "HedgeEvent",
         "HedgingOptions",
+        "HttpClientFactory",
         "HttpEvent",
         "HttpEventListener",
         "HttpResilienceOptions",

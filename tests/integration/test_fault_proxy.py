@@ -17,6 +17,7 @@ from tests.support.fault_proxy import (
     BandwidthCap,
     Blackhole,
     CloseMidBody,
+    Drip,
     Fault,
     FaultProxy,
     Latency,
@@ -202,6 +203,20 @@ async def test_bandwidth_cap_paces_a_large_body(
     assert proxy.stats().bytes_up >= len(body)
 
 
+async def test_drip_sends_the_answer_a_byte_at_a_time_within_each_read_timeout(
+    proxy: FaultProxy, client: httpx.AsyncClient, key: str
+) -> None:
+    proxy.set_fault(Drip(0.002))
+    response, elapsed = await timed(client, f"/healthy?key={key}")
+    assert response.status_code == 200
+    assert response.json()["key"] == key
+    # Some 200 bytes, 2 ms apart: each read within the 0.3 s read timeout,
+    # the whole answer far slower than on bare loopback.
+    downstream = proxy.stats().bytes_down
+    assert downstream >= 150
+    assert elapsed >= downstream * 0.002 * 0.9
+
+
 def test_proxies_stop_boundedly_with_connections_held_open(
     fault_server: FaultServer,
 ) -> None:
@@ -245,6 +260,7 @@ def test_an_upstream_that_refuses_closes_the_client(
         (lambda: SlowClose(float("inf")), "SlowClose.seconds must be"),
         (lambda: BandwidthCap(0), "BandwidthCap.bytes_per_second must be >= 1"),
         (lambda: CloseMidBody(-1), "CloseMidBody.after_bytes must be >= 0, got -1"),
+        (lambda: Drip(-1.0), "Drip.seconds must be finite and >= 0, got -1.0"),
     ],
 )
 def test_faults_check_their_arguments(make: Callable[[], Fault], message: str) -> None:

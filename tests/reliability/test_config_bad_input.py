@@ -37,7 +37,7 @@ from http_resilience import (
     create_async_client,
     with_retry,
 )
-from http_resilience._strategy_options import TimeoutOptions
+from http_resilience._strategies.timeout import TimeoutOptions
 from mediator_resilience import ResilienceMediatorModule, ResilienceMediatorOptions
 
 # --- the table ------------------------------------------------------------------------
@@ -93,6 +93,7 @@ FIELDS: dict[type[pydantic.BaseModel], dict[str, str]] = {
     },
     TimeoutOptions: {
         "timeout": POSITIVE_DURATION,
+        "own_transport_timeout": FLAG,
     },
     StreamRetryOptions: {
         "max_retry_attempts": COUNT,
@@ -123,8 +124,10 @@ _NO_DURATION: list[object] = [
     math.nan,
     math.inf,
     -math.inf,
-    1e30,  # past 999,999,999 days
+    1e30,  # past what timedelta holds
     10**30,
+    2_073_601,  # past MAX_DURATION, 24 days: a wait no runtime takes
+    "P25D",
     True,
     False,
     None,
@@ -223,13 +226,16 @@ VALID: dict[str, list[object]] = {
 # What each model needs besides the field under test: for
 # `HttpResilienceOptions`, timings that leave room for any valid value of one
 # of them under the two cross-field rules (attempt < total, sampling >= 2 x
-# attempt); `TimeoutOptions` has no default.
+# attempt); for the two with a `max_delay`, room under base <= max;
+# `TimeoutOptions` has no default.
 BASE: dict[type[pydantic.BaseModel], dict[str, object]] = {
     HttpResilienceOptions: {
         "attempt_timeout": timedelta(microseconds=1),
         "total_request_timeout": "2h",
         "sampling_duration": "2h",
     },
+    StreamRetryOptions: {"base_delay": 0, "max_delay": "2h"},
+    ResilienceMediatorOptions: {"base_delay": 0, "max_delay": "2h"},
     TimeoutOptions: {"timeout": 1},
 }
 
@@ -275,7 +281,7 @@ def test_the_table_covers_every_field() -> None:
 def test_an_invalid_value_is_refused_naming_its_field(
     model: type[pydantic.BaseModel], field: str, value: object
 ) -> None:
-    error = refused(model, {field: value})
+    error = refused(model, {**BASE.get(model, {}), field: value})
     assert [entry["loc"] for entry in error.errors()] == [(field,)]
     assert f"\n{field}\n" in f"\n{error}\n"
 
@@ -349,7 +355,7 @@ def test_a_duration_too_long_for_timedelta_is_a_named_error_not_a_crash(
     # Before: OverflowError escaped pydantic (and named no field).
     error = refused(model, {"base_delay": value})
     assert [entry["loc"] for entry in error.errors()] == [("base_delay",)]
-    assert "999,999,999 days" in error.errors()[0]["msg"]
+    assert "base_delay may be at most 24 days" in error.errors()[0]["msg"]
 
 
 # --- HttpResilienceOptions read for a client: the client is named ---------------------
@@ -663,7 +669,7 @@ def test_a_pipeline_step_refuses_an_invalid_field_when_added(
 
 @pytest.mark.parametrize("value", INVALID[POSITIVE_DURATION][:5])
 def test_a_pipeline_timeout_refuses_an_invalid_duration_when_added(
-    value: object,
+    value: Any,  # wrong types on purpose: the checker would refuse them
 ) -> None:
     with pytest.raises(pydantic.ValidationError) as raised:
         ResiliencePipeline().add_timeout(value)

@@ -47,18 +47,19 @@ from http_resilience import (
     correlation_id,
     resumable_bytes,
 )
-from http_resilience._clock import utc_now
-from http_resilience._correlation import (
-    CORRELATION_EXTENSION,
-    CorrelationStamp,
-    check_header_name,
-)
-from http_resilience._resumable import _Download  # pyright: ignore[reportPrivateUsage]
-from http_resilience._retry import RetryDecision
-from http_resilience._retry_after import (
+from http_resilience._core.clock import utc_now
+from http_resilience._core.pipeline import Call, SyncSend
+from http_resilience._core.retry_after import (
     MAX_RETRY_AFTER,
     parse_http_date,
     parse_retry_after,
+)
+from http_resilience._strategies.retry import RetryDecision
+from http_resilience._streams.download import Download
+from http_resilience._transports.correlation import (
+    CORRELATION_EXTENSION,
+    check_header_name,
+    correlation_stamp,
 )
 from http_resilience.testing import FakeClock
 
@@ -609,7 +610,8 @@ def test_a_correlation_header_the_caller_set_is_sent_byte_for_byte(
         "GET", URL, headers=[(HEADER.encode(), value) for value in existing]
     )
     request.extensions[CORRELATION_EXTENSION] = chosen
-    CorrelationStamp(httpx.MockTransport(handler), HEADER).handle_request(request)
+    send = SyncSend(httpx.MockTransport(handler), correlation_stamp(HEADER))
+    send.handle_sync(request, Call("fuzz", "GET", "http://h:80"))
     raw = [
         value
         for name, value in sent[0].headers.raw
@@ -770,7 +772,7 @@ def test_resume_headers_never_raise_and_a_length_is_what_the_digits_spell(
 ) -> None:
     # RESTART_FROM_START: a 206 that does not fit is answered by asking again,
     # never by raising, so any exception here is the parser's.
-    download = _Download(httpx.Request("GET", URL), restart=True)
+    download = Download(httpx.Request("GET", URL), restart=True)
     first = answer(
         200,
         header_list(ETag=etag, Last_Modified=last_modified, Content_Length=length),
@@ -823,7 +825,7 @@ def test_a_well_formed_206_is_stitched(
     total: int, data: st.DataObject, repeat_etag: bool, known_total: bool
 ) -> None:
     offset = data.draw(st.integers(min_value=1, max_value=total - 1))
-    download = _Download(httpx.Request("GET", URL), restart=False)
+    download = Download(httpx.Request("GET", URL), restart=False)
     first = answer(200, {"ETag": '"v1"', "Content-Length": str(total)})
     assert download.accept(first, 0) is True
     assert download.length == total
@@ -963,7 +965,7 @@ async def test_the_retry_after_written_is_whole_seconds_our_reader_reads_back(
     wait: float | None, limited: bool
 ) -> None:
     error: Exception = (
-        RateLimitedError("full", retry_after=wait)
+        RateLimitedError("quota spent", retry_after=wait, reason="quota")
         if limited
         else BrokenCircuitError("open", retry_after=wait)
     )

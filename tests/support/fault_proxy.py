@@ -19,6 +19,7 @@ fault switched after its first request.
 | `Refuse()` | connections refused; those open are closed at once |
 | `SlowClose(seconds)` | the server's close delivered `seconds` late |
 | `BandwidthCap(bytes_per_second)` | each connection, each way, paced to the cap |
+| `Drip(seconds)` | the server's answer one byte at a time, `seconds` apart |
 | `CloseMidBody(after_bytes)` | the answer cut after `after_bytes`, then a close |
 | `Mix(header)` | per answer, the fault the server names in its `header` |
 
@@ -53,6 +54,7 @@ __all__ = [
     "BandwidthCap",
     "Blackhole",
     "CloseMidBody",
+    "Drip",
     "Fault",
     "FaultProxy",
     "Latency",
@@ -153,6 +155,23 @@ class BandwidthCap:
 
 
 @dataclass(frozen=True)
+class Drip:
+    """Send the server's answer, head first, one byte every `seconds`.
+
+    Each byte comes well within any read timeout longer than `seconds`, so a
+    client bounded per read, not per phase, waits for the whole answer.
+
+    Raises:
+        ValueError: a negative or non-finite duration.
+    """
+
+    seconds: float
+
+    def __post_init__(self) -> None:
+        _check_seconds("Drip.seconds", self.seconds)
+
+
+@dataclass(frozen=True)
 class CloseMidBody:
     """Forward `after_bytes` more of the server's answer, then close the client.
 
@@ -217,6 +236,7 @@ Fault = (
     | Refuse
     | SlowClose
     | BandwidthCap
+    | Drip
     | CloseMidBody
     | Mix
 )
@@ -639,6 +659,13 @@ class FaultProxy:
                         pair.finish()
                         return
                     pair.cut_sent += len(data)
+                if isinstance(fault, Drip):
+                    for index in range(len(data)):
+                        await self._write(
+                            pair.client, data[index : index + 1], up=False
+                        )
+                        await _CLOCK.sleep(fault.seconds)
+                    continue
                 await self._send(pair.client, data, fault, up=False)
         except OSError:
             pass

@@ -4,19 +4,17 @@
 the standard pipeline (concurrency limiter, total timeout, retry, per-host
 circuit breaker, attempt timeout), configured by `HttpResilienceOptions`, or in
 a `ResiliencePipeline` of your own (hedging included);
-`create_async_client` and `create_client` build long-lived clients on them.
+`create_async_client` and `create_client` build long-lived clients on them,
+and `HttpClientFactory` keeps named ones, each with options or a pipeline of
+its own (`http_resilience.injector` binds one for `injector`).
 `with_retry` (and `with_retry_sync`) asks a stream's source again when it
 breaks, without handing the consumer an item twice unless told to;
 `resumable_bytes` (and `resumable_bytes_sync`) continues a broken httpx
 response body with `Range` requests.
 """
 
-from http_resilience._asgi import ResilienceErrorMiddleware
-from http_resilience._builder import ResiliencePipeline
-from http_resilience._client import create_async_client, create_client
-from http_resilience._clock import Clock, SystemClock
-from http_resilience._correlation import correlation_id, current_correlation_id
-from http_resilience._errors import (
+from http_resilience._core.clock import Clock, SystemClock
+from http_resilience._core.errors import (
     AttemptTimeoutError,
     BrokenCircuitError,
     RateLimitedError,
@@ -24,7 +22,7 @@ from http_resilience._errors import (
     ResilienceLayerError,
     TotalTimeoutError,
 )
-from http_resilience._events import (
+from http_resilience._core.events import (
     AttemptEvent,
     BreakerEvent,
     HedgeEvent,
@@ -34,22 +32,31 @@ from http_resilience._events import (
     RetryEvent,
     TimeoutEvent,
 )
-from http_resilience._options import HttpResilienceOptions
-from http_resilience._resumable import resumable_bytes, resumable_bytes_sync
-from http_resilience._strategy_options import (
-    BreakerOptions,
-    HedgingOptions,
-    LimiterOptions,
-    RetryOptions,
-)
-from http_resilience._stream_decision import StreamRetryContext
-from http_resilience._stream_options import PartialStreamPolicy, StreamRetryOptions
-from http_resilience._stream_retry import (
+from http_resilience._strategies.breaker import BreakerOptions
+from http_resilience._strategies.hedging import HedgingOptions
+from http_resilience._strategies.limiter import LimiterOptions
+from http_resilience._strategies.pipeline import ResiliencePipeline
+from http_resilience._strategies.retry import RetryOptions
+from http_resilience._strategies.standard import HttpResilienceOptions
+from http_resilience._streams.decision import StreamRetryContext
+from http_resilience._streams.options import PartialStreamPolicy, StreamRetryOptions
+from http_resilience._streams.resumable import resumable_bytes, resumable_bytes_sync
+from http_resilience._streams.retry import (
     suppressed_failure,
     with_retry,
     with_retry_sync,
 )
-from http_resilience._transport import AsyncResilientTransport, ResilientTransport
+from http_resilience._transports.asgi import ResilienceErrorMiddleware
+from http_resilience._transports.client import create_async_client, create_client
+from http_resilience._transports.correlation import (
+    correlation_id,
+    current_correlation_id,
+)
+from http_resilience._transports.factory import HttpClientFactory
+from http_resilience._transports.transport import (
+    AsyncResilientTransport,
+    ResilientTransport,
+)
 
 __all__ = [
     "AsyncResilientTransport",
@@ -61,6 +68,7 @@ __all__ = [
     "Clock",
     "HedgeEvent",
     "HedgingOptions",
+    "HttpClientFactory",
     "HttpEvent",
     "HttpEventListener",
     "HttpResilienceOptions",

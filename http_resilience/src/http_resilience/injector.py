@@ -15,14 +15,14 @@ from typing import Any
 
 from injector import Binder, InstanceProvider, Module
 
-from http_resilience._clock import Clock
-from http_resilience._correlation import (
+from http_resilience._core.clock import Clock
+from http_resilience._core.events import HttpEventListener
+from http_resilience._transports.correlation import (
     DEFAULT_CORRELATION_HEADER,
     correlation_id,
     current_correlation_id,
 )
-from http_resilience._events import HttpEventListener
-from http_resilience._factory import HttpClientFactory
+from http_resilience._transports.factory import HttpClientFactory
 
 __all__ = [
     "HttpClientFactory",
@@ -36,23 +36,31 @@ class HttpClientsModule(Module):
     """The injector module that provides one `HttpClientFactory`.
 
     Args:
-        configure: Called once, here, with the factory, to `add` clients. Its
-            return value is ignored.
+        configure: Called once, here, with the factory, to `add` clients (each
+            with its options, or a `ResiliencePipeline` of its own). Its return
+            value is ignored; when it returns, the factory's names are fixed.
         config: The whole configuration mapping (see `HttpClientFactory`).
         clock: Every client's clock; `FakeClock` in tests.
         listeners: Called with every client's events.
         correlation_header: The header that carries the correlation id
             (default ``X-Correlation-ID``); None sends none.
 
-    Every option is read and checked on this call, naming the client at fault.
-    The injector hands out the same factory every time; close it when the
-    application stops (``await factory.aclose()``).
+    Every option is read and checked on this call, naming the client at fault,
+    and so is the configuration's use of names: a ``resilience.http.clients``
+    section for a client that was not added, or a
+    ``RESILIENCE__HTTP__CLIENTS__<NAME>__...`` variable whose name is a near
+    miss of one that was, is refused (see `HttpClientFactory`). The injector
+    hands out the same factory every time; close it when the application
+    stops (``await factory.aclose()``).
 
     Raises:
         pydantic.ValidationError: A client's configured options are invalid.
         ResilienceLayerError: A transport given to `add` is already resilient.
-        ValueError: A name is added twice, or `correlation_header` is not a
-            header name or names one httpx sets itself (`Host`, ...).
+        TypeError: `add` got options and a pipeline, or a client that can be
+            neither async nor sync (a hedging pipeline over a sync transport).
+        ValueError: A name is added twice, configuration is for a client the
+            factory does not have, or `correlation_header` is not a header name
+            or names one httpx sets itself (`Host`, ...).
 
     Example:
         >>> import asyncio, httpx
@@ -87,14 +95,19 @@ class HttpClientsModule(Module):
         listeners: Sequence[HttpEventListener] = (),
         correlation_header: str | None = DEFAULT_CORRELATION_HEADER,
     ) -> None:
+        def add_clients(factory: HttpClientFactory) -> None:
+            if configure is not None:
+                configure(factory)
+
+        # Always through `configure`: the names are fixed, and the configuration
+        # checked against them, here, even with no client to add.
         self.factory = HttpClientFactory(
+            add_clients,
             config=config,
             clock=clock,
             listeners=listeners,
             correlation_header=correlation_header,
         )
-        if configure is not None:
-            configure(self.factory)
 
     def configure(self, binder: Binder) -> None:
         """Bind `HttpClientFactory` to this module's one factory."""

@@ -1,0 +1,67 @@
+"""The exceptions the HTTP pipeline raises; `ResilienceError` is their root."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+__all__ = [
+    "AttemptTimeoutError",
+    "BrokenCircuitError",
+    "RateLimitedError",
+    "ResilienceError",
+    "ResilienceLayerError",
+    "TotalTimeoutError",
+]
+
+
+class ResilienceError(Exception):
+    """Root of every exception `http_resilience` raises on its own account.
+
+    Messages name the client, the method and the host, never header values,
+    bodies, URL userinfo or query strings.
+    """
+
+
+class BrokenCircuitError(ResilienceError):
+    """The host's circuit is open: the request never left the process.
+
+    Attributes:
+        retry_after: Seconds until the breaker lets a probe through, when known.
+    """
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class AttemptTimeoutError(ResilienceError):
+    """One attempt took longer than `attempt_timeout` (it counts as a failure)."""
+
+
+class TotalTimeoutError(ResilienceError):
+    """The whole call, attempts and waits included, passed `total_request_timeout`."""
+
+
+class RateLimitedError(ResilienceError):
+    """Refused before sending: the limiter is full, or the published quota is spent.
+
+    Attributes:
+        retry_after: Seconds to wait before trying again, when known.
+        reason: ``"concurrency_limit"`` (the local limiter: this process is
+            overloaded) or ``"quota"`` (the host's published quota is spent).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retry_after: float | None = None,
+        reason: Literal["concurrency_limit", "quota"] = "concurrency_limit",
+    ) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+        self.reason: Literal["concurrency_limit", "quota"] = reason
+
+
+class ResilienceLayerError(ResilienceError):
+    """A second resilience layer was stacked on one client (retries would multiply)."""

@@ -1,0 +1,135 @@
+"""Events the HTTP pipeline reports: one frozen dataclass per kind, to listeners.
+
+No event carries header values, bodies, URL userinfo or query strings: the
+request is described by its client name, method, and normalised host only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final, Literal, TypeAlias
+
+__all__ = [
+    "CLOSED",
+    "HALF_OPEN",
+    "OPEN",
+    "AttemptEvent",
+    "BreakerEvent",
+    "BreakerState",
+    "HedgeEvent",
+    "HttpEvent",
+    "HttpEventListener",
+    "RejectionEvent",
+    "RetryEvent",
+    "TimeoutEvent",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptEvent:
+    """One physical attempt ended.
+
+    Attributes:
+        client: The client's name.
+        method: The HTTP method.
+        host: ``scheme://host:port``, normalised; no path, query or userinfo.
+        attempt: 1 for the first attempt of the logical call.
+        outcome: The status code as a string ("200", "503"), or the failure's
+            type name ("ConnectError", "AttemptTimeoutError").
+        duration: Seconds the attempt took.
+    """
+
+    client: str
+    method: str
+    host: str
+    attempt: int
+    outcome: str
+    duration: float
+
+
+@dataclass(frozen=True, slots=True)
+class RetryEvent:
+    """A retry is about to wait.
+
+    Attributes:
+        attempt: The attempt that failed.
+        delay: Seconds before the next attempt.
+        reason: The status code as a string, or the failure's type name.
+    """
+
+    client: str
+    method: str
+    host: str
+    attempt: int
+    delay: float
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class BreakerEvent:
+    """A host's circuit breaker changed state."""
+
+    client: str
+    host: str
+    previous: Literal["closed", "open", "half_open"]
+    current: Literal["closed", "open", "half_open"]
+
+
+@dataclass(frozen=True, slots=True)
+class RejectionEvent:
+    """A request refused before sending: by an open breaker or the limiter."""
+
+    client: str
+    method: str
+    host: str
+    reason: Literal["circuit_open", "concurrency_limit", "quota"]
+
+
+@dataclass(frozen=True, slots=True)
+class TimeoutEvent:
+    """An attempt or the whole call timed out."""
+
+    client: str
+    method: str
+    host: str
+    kind: Literal["attempt", "total"]
+    after: float
+
+
+@dataclass(frozen=True, slots=True)
+class HedgeEvent:
+    """A hedged attempt is sent beside the attempts still in flight.
+
+    Attributes:
+        attempt: The hedged attempt's number: 2 for the first hedge.
+        after: Seconds since the call's first attempt was sent.
+        reason: ``"delay"`` when the attempt before it went `delay` without an
+            answer; else that attempt's failure: its status code as a string,
+            or the failure's type name.
+    """
+
+    client: str
+    method: str
+    host: str
+    attempt: int
+    after: float
+    reason: str
+
+
+HttpEvent: TypeAlias = (
+    AttemptEvent
+    | RetryEvent
+    | HedgeEvent
+    | BreakerEvent
+    | RejectionEvent
+    | TimeoutEvent
+)
+HttpEventListener: TypeAlias = Callable[[HttpEvent], None]
+"""Called with every event, synchronously; it must be quick and must not raise."""
+
+BreakerState: TypeAlias = Literal["closed", "open", "half_open"]
+
+CLOSED: Final = "closed"
+OPEN: Final = "open"
+HALF_OPEN: Final = "half_open"

@@ -1,0 +1,32 @@
+"""Field types the option models share: counts and ratios that refuse a bool.
+
+And the model configuration every strategy's options use (frozen, no unknown
+field).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import (
+    BeforeValidator,
+    ConfigDict,
+)
+
+__all__ = ["Count", "Ratio"]
+
+
+def _not_a_bool(value: object) -> object:
+    if isinstance(value, bool):
+        # pydantic would read True as 1: `max_retry_attempts = true` in a
+        # configuration file is a slip, not one retry.
+        raise ValueError("give a number, not true or false")
+    return value
+
+
+Count = Annotated[int, BeforeValidator(_not_a_bool)]
+"""An `int` field that refuses True and False (pydantic would read 1 and 0)."""
+Ratio = Annotated[float, BeforeValidator(_not_a_bool)]
+"""A `float` field that refuses True and False (pydantic would read 1.0, 0.0)."""
+
+FROZEN = ConfigDict(frozen=True, extra="forbid")

@@ -1,0 +1,276 @@
+"""The seam strategies compose on: `Call`, the handlers, and the terminal sends.
+
+A pipeline is a chain of handlers built once per transport, innermost first
+(starlette's way: each strategy is constructed around the next, so the first
+in the list ends up outermost). A chain is async (`AsyncHandler`, ending in
+`AsyncSend`) or sync (`SyncHandler`, ending in `SyncSend`), never both: each
+strategy's async and sync handlers are thin drivers over one decision (the
+breaker's state machine, the retry's delays, the limiter's counts), and a
+strategy that only makes sense on an event loop (hedging) has no sync handler
+at all.
+
+The chain is per transport; the `Call` is per logical request: what the
+strategies share about it (the client, the method, the normalised host, the
+current deadline) without rebuilding the request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import threading
+from collections.abc import Callable
+from typing import Any, Final, Literal, Protocol
+
+import httpx
+
+from http_resilience._core.pool import pool_sweeper
+
+__all__ = [
+    "LAYER_MARK",
+    "AsyncHandler",
+    "AsyncSend",
+    "Call",
+    "DeadlineKind",
+    "Stamp",
+    "SyncHandler",
+    "SyncSend",
+    "close_quietly",
+    "close_quietly_sync",
+    "marked_by",
+]
+
+LAYER_MARK: Final = "http_resilience.layer"
+"""A request extension every attempt carries: the task (async) or thread (sync)
+the attempt runs in. A resilient transport that receives a request marked with
+its own task or thread runs inside another one's attempt: a second layer."""
+
+POOL_LEAD: Final = 0.1
+"""When the pipeline owns time, an attempt's wait for a connection from the
+client's own pool ends this much sooner than its other phase timeouts (a tenth
+of them when that is less): httpx raises `httpx.PoolTimeout`, a self-caused
+error that says nothing about the host, before the attempt's deadline would
+cut the wait short and count it against the host as an attempt timeout."""
+
+DeadlineKind = Literal["attempt", "total"]
+
+Stamp = Callable[[httpx.Request, httpx.Request], None]
+"""Writes into each attempt before it is sent (the call's correlation id): the
+attempt's headers and extensions are its own, never the caller's."""
+
+
+class Call:
+    """One logical request as the strategies see it: shared, mutable, per call.
+
+    Attributes:
+        client: The client's name.
+        method: The request's method.
+        host: The normalised ``scheme://host:port``: safe to log.
+        attempt: The physical attempt in progress, from 1.
+        deadline: When the innermost timeout around this point runs out, in
+            seconds on the pipeline's clock; infinity when there is none. A
+            timeout strategy sets it for the strategies inside it, so a wait
+            can tell whether it would pass the deadline.
+        deadline_kind: Which timeout `deadline` belongs to.
+        deadline_span: That timeout's length, in seconds.
+        phase_timeout: When set, each attempt's httpx phase timeouts (connect,
+            read, write, pool), in seconds: the pipeline owns time.
+        owner: The task the call runs in, once a strategy has looked it up
+            (async only); `AsyncSend` marks attempts with it.
+    """
+
+    __slots__ = (
+        "attempt",
+        "client",
+        "deadline",
+        "deadline_kind",
+        "deadline_span",
+        "host",
+        "method",
+        "owner",
+        "phase_timeout",
+    )
+
+    def __init__(self, client: str, method: str, host: str) -> None:
+        self.client = client
+        self.method = method
+        self.host = host
+        self.attempt = 1
+        self.deadline = math.inf
+        self.deadline_kind: DeadlineKind = "total"
+        self.deadline_span = math.inf
+        self.phase_timeout: float | None = None
+        self.owner: asyncio.Task[Any] | None = None
+
+    def fork(self, attempt: int) -> Call:
+        """A copy of this call for an attempt that runs beside others (a hedge).
+
+        The copy has the same deadline; its `owner` is left unset, so the
+        strategies inside look up the task the attempt runs in (its own).
+        """
+        twin = Call(self.client, self.method, self.host)
+        twin.attempt = attempt
+        twin.deadline = self.deadline
+        twin.deadline_kind = self.deadline_kind
+        twin.deadline_span = self.deadline_span
+        twin.phase_timeout = self.phase_timeout
+        return twin
+
+    def where(self) -> str:
+        """``"GET https://host:443 (client 'name')"``, for messages."""
+        return f"{self.method} {self.host} (client {self.client!r})"
+
+
+class AsyncHandler(Protocol):
+    """One link of an async chain: a strategy, or the terminal `AsyncSend`.
+
+    A link treats the request it is handed as read-only: one that needs to
+    change it passes a copy inward (the send copies it for every attempt).
+    """
+
+    async def handle(self, request: httpx.Request, call: Call) -> httpx.Response:
+        """Handle `request` on an event loop and return its response."""
+        ...
+
+
+class SyncHandler(Protocol):
+    """One link of a sync chain: a strategy, or the terminal `SyncSend`."""
+
+    def handle_sync(self, request: httpx.Request, call: Call) -> httpx.Response:
+        """Handle `request`, blocking, and return its response."""
+        ...
+
+
+class AsyncSend:
+    """The innermost async link: one physical attempt through the wrapped transport.
+
+    Every attempt is a fresh `httpx.Request`: headers and extensions of its
+    own, the same replayable body (re-sent whole). Its extensions carry
+    `LAYER_MARK` and, when the pipeline owns time, ``call.phase_timeout`` as
+    its httpx timeouts (the pool's `POOL_LEAD` shorter). The caller's
+    request is never changed. A response whose status is outside 100-599 is
+    closed and raised as `httpx.RemoteProtocolError`: the host broke HTTP,
+    which the retry and the breaker treat like any other broken answer, never
+    as a 5xx.
+
+    An attempt that fails in any way (a cancel included) has the wrapped
+    transport's pool swept of the slots httpcore loses (`pool_sweeper`).
+
+    Args:
+        inner: The wrapped async transport.
+        stamp: Run on each attempt before it is sent; None: nothing.
+    """
+
+    __slots__ = ("_inner", "_stamp", "_sweep")
+
+    def __init__(
+        self, inner: httpx.AsyncBaseTransport, stamp: Stamp | None = None
+    ) -> None:
+        self._inner = inner
+        self._stamp = stamp
+        self._sweep = pool_sweeper(inner)
+
+    async def handle(self, request: httpx.Request, call: Call) -> httpx.Response:
+        """Send one attempt through the async transport."""
+        owner = call.owner
+        if owner is None:
+            owner = call.owner = asyncio.current_task()
+        attempt = _attempt(request, owner, call)
+        if self._stamp is not None:
+            self._stamp(attempt, request)
+        try:
+            response = await self._inner.handle_async_request(attempt)
+        except BaseException:
+            if self._sweep is not None:
+                await self._sweep.sweep_async()
+            raise
+        if not _STATUS_RANGE[0] <= response.status_code <= _STATUS_RANGE[1]:
+            await close_quietly(response)
+            raise _bad_status(request, response.status_code)
+        return response
+
+
+class SyncSend:
+    """`AsyncSend`'s sync twin: one attempt through a sync transport.
+
+    Args:
+        inner: The wrapped sync transport.
+        stamp: As for `AsyncSend`.
+    """
+
+    __slots__ = ("_inner", "_stamp", "_sweep")
+
+    def __init__(self, inner: httpx.BaseTransport, stamp: Stamp | None = None) -> None:
+        self._inner = inner
+        self._stamp = stamp
+        self._sweep = pool_sweeper(inner)
+
+    def handle_sync(self, request: httpx.Request, call: Call) -> httpx.Response:
+        """Send one attempt through the sync transport."""
+        attempt = _attempt(request, threading.get_ident(), call)
+        if self._stamp is not None:
+            self._stamp(attempt, request)
+        try:
+            response = self._inner.handle_request(attempt)
+        except BaseException:
+            if self._sweep is not None:
+                self._sweep.sweep_sync()
+            raise
+        if not _STATUS_RANGE[0] <= response.status_code <= _STATUS_RANGE[1]:
+            close_quietly_sync(response)
+            raise _bad_status(request, response.status_code)
+        return response
+
+
+_STATUS_RANGE: Final = (100, 599)
+
+
+def _bad_status(request: httpx.Request, status_code: int) -> httpx.RemoteProtocolError:
+    """A status outside 100-599 is no HTTP answer: the host broke the protocol."""
+    return httpx.RemoteProtocolError(
+        f"{request.method} {request.url.host}: the server answered status "
+        f"{status_code}, outside 100-599",
+        request=request,
+    )
+
+
+def marked_by(request: httpx.Request, owner: object) -> bool:
+    """Whether `request` is an attempt of a resilient transport run by `owner`."""
+    mark = request.extensions.get(LAYER_MARK)
+    return mark is not None and mark == owner
+
+
+def _attempt(request: httpx.Request, owner: object, call: Call) -> httpx.Request:
+    # The request's attributes (its body stream, and its content when read)
+    # with headers and extensions of its own: what `httpx.Request(...)` would
+    # build from them, without validating again a URL and headers known valid.
+    attempt = httpx.Request.__new__(httpx.Request)
+    vars(attempt).update(vars(request))
+    attempt.headers = httpx.Headers(request.headers)
+    extensions = dict(request.extensions)
+    extensions[LAYER_MARK] = owner
+    seconds = call.phase_timeout
+    if seconds is not None:
+        lead = seconds * 0.1
+        extensions["timeout"] = {
+            "connect": seconds,
+            "read": seconds,
+            "write": seconds,
+            "pool": seconds - (lead if lead < POOL_LEAD else POOL_LEAD),
+        }
+    attempt.extensions = extensions
+    return attempt
+
+
+async def close_quietly(response: httpx.Response) -> None:
+    """Close a response nobody will read; a failure to close is not the call's."""
+    # A connection that breaks while closing is closed all the same.
+    with contextlib.suppress(Exception):
+        await response.aclose()
+
+
+def close_quietly_sync(response: httpx.Response) -> None:
+    """`close_quietly` for a sync response."""
+    with contextlib.suppress(Exception):
+        response.close()

@@ -1,0 +1,157 @@
+"""`Telemetry`: the pipeline's events, to listeners and the ``http_resilience`` log.
+
+Events name a request by client, method and normalised host only; log lines
+say the same, and a failure by its type name, never its message: header
+values, bodies, URL userinfo and query strings never reach either.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Literal
+
+from http_resilience._core.events import (
+    OPEN,
+    AttemptEvent,
+    BreakerEvent,
+    BreakerState,
+    HedgeEvent,
+    HttpEvent,
+    HttpEventListener,
+    RejectionEvent,
+    RetryEvent,
+    TimeoutEvent,
+)
+
+__all__ = ["LOGGER", "Telemetry"]
+
+LOGGER = logging.getLogger("http_resilience")
+"""Where the pipeline logs: retries and timeouts at WARNING, hedges at INFO, a
+breaker opening at WARNING and its other transitions at INFO, attempts and
+rejections at DEBUG."""
+
+
+class Telemetry:
+    """One client's reporter: builds each event only when someone will read it.
+
+    A listener that raises is logged (at ERROR) and does not break the call.
+
+    Args:
+        client: The client's name, carried by every event.
+        listeners: Called with every event, synchronously, in order.
+    """
+
+    __slots__ = ("client", "listeners")
+
+    def __init__(
+        self, client: str, listeners: Sequence[HttpEventListener] = ()
+    ) -> None:
+        self.client = client
+        self.listeners = tuple(listeners)
+
+    @property
+    def wants_attempts(self) -> bool:
+        """Whether an `AttemptEvent` has a reader (a listener, or DEBUG logging)."""
+        return bool(self.listeners) or LOGGER.isEnabledFor(logging.DEBUG)
+
+    def attempt(
+        self, method: str, host: str, attempt: int, outcome: str, duration: float
+    ) -> None:
+        """One physical attempt ended with `outcome` after `duration` seconds."""
+        LOGGER.debug(
+            "%s %s (client %r): attempt %d ended with %s after %.3f s",
+            method,
+            host,
+            self.client,
+            attempt,
+            outcome,
+            duration,
+        )
+        if self.listeners:
+            self._emit(
+                AttemptEvent(self.client, method, host, attempt, outcome, duration)
+            )
+
+    def retry(
+        self, method: str, host: str, attempt: int, delay: float, reason: str
+    ) -> None:
+        """Attempt `attempt` failed with `reason`; the next follows in `delay` s."""
+        LOGGER.warning(
+            "%s %s (client %r): attempt %d failed with %s; retrying in %.3f s",
+            method,
+            host,
+            self.client,
+            attempt,
+            reason,
+            delay,
+        )
+        if self.listeners:
+            self._emit(RetryEvent(self.client, method, host, attempt, delay, reason))
+
+    def hedge(
+        self, method: str, host: str, attempt: int, after: float, reason: str
+    ) -> None:
+        """Hedged attempt `attempt` is sent `after` seconds into the call."""
+        LOGGER.info(
+            "%s %s (client %r): sending hedged attempt %d after %.3f s (%s)",
+            method,
+            host,
+            self.client,
+            attempt,
+            after,
+            reason,
+        )
+        if self.listeners:
+            self._emit(HedgeEvent(self.client, method, host, attempt, after, reason))
+
+    def breaker(self, host: str, previous: BreakerState, current: BreakerState) -> None:
+        """The breaker of `host` went from `previous` to `current`."""
+        LOGGER.log(
+            logging.WARNING if current == OPEN else logging.INFO,
+            "%s (client %r): circuit breaker %s -> %s",
+            host,
+            self.client,
+            previous,
+            current,
+        )
+        if self.listeners:
+            self._emit(BreakerEvent(self.client, host, previous, current))
+
+    def rejection(
+        self,
+        method: str,
+        host: str,
+        reason: Literal["circuit_open", "concurrency_limit", "quota"],
+    ) -> None:
+        """A request was refused before sending."""
+        LOGGER.debug(
+            "%s %s (client %r): refused, %s", method, host, self.client, reason
+        )
+        if self.listeners:
+            self._emit(RejectionEvent(self.client, method, host, reason))
+
+    def timeout(
+        self, method: str, host: str, kind: Literal["attempt", "total"], after: float
+    ) -> None:
+        """An attempt, or the whole call, ran out of time after `after` seconds."""
+        LOGGER.warning(
+            "%s %s (client %r): %s timeout after %.3f s",
+            method,
+            host,
+            self.client,
+            kind,
+            after,
+        )
+        if self.listeners:
+            self._emit(TimeoutEvent(self.client, method, host, kind, after))
+
+    def _emit(self, event: HttpEvent) -> None:
+        for listener in self.listeners:
+            try:
+                listener(event)
+            except Exception:
+                LOGGER.exception(
+                    "an http_resilience event listener raised on %s",
+                    type(event).__name__,
+                )

@@ -1,0 +1,331 @@
+"""`HedgingStrategy`: a second attempt beside a slow first, the first good answer wins.
+
+Hedging is the alternative to retry for tail latency: where the retry waits for
+an attempt to fail, hedging sends another copy while the first is still in
+flight, and takes whichever answers well first. Each attempt runs in a task of
+its own, with its own copy of the `Call`, so the strategies inside (a timeout,
+a breaker) see one attempt each; the losers' tasks are cancelled and their
+responses closed before the winner is returned.
+
+The delay is spent on the pipeline's clock. Before arming it the strategy
+gives a fresh attempt one turn of the event loop, so an attempt that answers
+at once (a cache, a `MockTransport`) never starts a timer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, ClassVar, Final
+
+import httpx
+from pydantic import BaseModel, Field
+
+from http_resilience._core.builder import BuildContext, Placement
+from http_resilience._core.classify import (
+    FAILURE_EXCEPTIONS,
+    SELF_CAUSED_EXCEPTIONS,
+    is_failure_status,
+    is_replayable,
+)
+from http_resilience._core.clock import Clock, checkpoint
+from http_resilience._core.durations import Duration, DurationInput
+from http_resilience._core.errors import BrokenCircuitError, RateLimitedError
+from http_resilience._core.fields import FROZEN, Count
+from http_resilience._core.pipeline import AsyncHandler, Call, close_quietly
+from http_resilience._core.telemetry import Telemetry
+
+__all__ = [
+    "DEFAULT_HEDGING_DELAY",
+    "DEFAULT_MAX_HEDGED_ATTEMPTS",
+    "HEDGED_METHODS",
+    "REFUSALS",
+    "HedgingOptions",
+    "HedgingStrategy",
+    "is_hedged",
+]
+
+HEDGED_METHODS: Final = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
+"""The safe methods: two copies in flight change nothing on the server. PUT and
+DELETE are idempotent in sequence, not in parallel, and are not hedged."""
+
+REFUSALS: Final = (BrokenCircuitError, RateLimitedError)
+"""What a copy raises when a strategy inside the hedging refused to send it. A
+half-open breaker refuses every copy but its probe, so a hedge of the probe's
+own call is refused while the probe is in flight."""
+
+_DELAY: Final = "delay"
+
+
+def is_hedged(request: httpx.Request) -> bool:
+    """Whether hedging may send `request` more than once.
+
+    Its method must be safe (`HEDGED_METHODS`) and its body replayable.
+    """
+    return request.method in HEDGED_METHODS and is_replayable(request.stream)
+
+
+class HedgingStrategy:
+    """Sends up to `max_hedged_attempts` more copies of a slow safe request.
+
+    After `delay` seconds without an answer, the next attempt is sent beside
+    the ones in flight; an attempt that fails (a failure status, or an
+    exception in `FAILURE_EXCEPTIONS`) has the next one sent at once. An error
+    the client caused itself (`SELF_CAUSED_EXCEPTIONS`) ends the call at once:
+    a copy would fail the same. The first
+    attempt that answers without failing wins: the others are cancelled and
+    their responses closed. When every attempt fails, the last to end decides,
+    as in the retry: its response is returned, its exception raised. A copy
+    refused before it was sent (`REFUSALS`: a breaker or a limiter inside the
+    hedging) is no answer: while another copy is in flight the call waits for
+    that one, and the refusal ends the call only when no copy is left. Any
+    other exception (a timeout around the hedging, a bug) ends the call at
+    once.
+
+    Requests whose method is not in `HEDGED_METHODS`, or whose body cannot be
+    replayed, go through once, unhedged.
+
+    Args:
+        next: The handler inside: one attempt.
+        delay: Seconds an attempt may go without an answer.
+        max_hedged_attempts: Attempts beyond the first.
+        clock: Where the delay is spent.
+        telemetry: Where attempts and hedges are reported.
+    """
+
+    __slots__ = ("_clock", "_delay", "_limit", "_next", "_telemetry")
+
+    def __init__(
+        self,
+        next: AsyncHandler,
+        *,
+        delay: float,
+        max_hedged_attempts: int,
+        clock: Clock,
+        telemetry: Telemetry,
+    ) -> None:
+        self._next = next
+        self._delay = delay
+        self._limit = 1 + max_hedged_attempts
+        self._clock = clock
+        self._telemetry = telemetry
+
+    async def handle(self, request: httpx.Request, call: Call) -> httpx.Response:
+        """Send `request`, hedged when its method is safe and its body replayable."""
+        if not is_hedged(request):
+            return await self._next.handle(request, call)
+        return await self._hedge(request, call)
+
+    async def _hedge(self, request: httpx.Request, call: Call) -> httpx.Response:
+        loop = asyncio.get_running_loop()
+        clock = self._clock
+        started = clock.monotonic()
+        running: dict[asyncio.Task[httpx.Response], int] = {}
+        timer: asyncio.Task[None] | None = None
+        last: httpx.Response | Exception | None = None
+        sent = 0
+        fresh = False
+
+        def send(reason: str | None) -> None:
+            nonlocal sent, fresh
+            sent += 1
+            if reason is not None:
+                after = clock.monotonic() - started
+                self._telemetry.hedge(call.method, call.host, sent, after, reason)
+            task = loop.create_task(self._attempt(request, call.fork(sent)))
+            running[task] = sent
+            fresh = True
+
+        try:
+            send(None)
+            while True:
+                if fresh:
+                    fresh = False
+                    # The new attempt's first turn: one that answers at once
+                    # is seen before any timer is armed.
+                    await checkpoint()
+                finished = sorted(
+                    (task for task in running if task.done()), key=running.__getitem__
+                )
+                for task in finished:
+                    del running[task]
+                    try:
+                        outcome: httpx.Response | Exception = task.result()
+                    except Exception as exc:
+                        outcome = exc
+                    if isinstance(outcome, httpx.Response):
+                        if not is_failure_status(outcome.status_code):
+                            return outcome
+                        reason = str(outcome.status_code)
+                    elif isinstance(outcome, SELF_CAUSED_EXCEPTIONS):
+                        # The client's own fault: a copy would fail the same.
+                        raise outcome
+                    elif isinstance(outcome, FAILURE_EXCEPTIONS):
+                        reason = type(outcome).__name__
+                    elif running and isinstance(outcome, REFUSALS):
+                        # Never sent, so no answer: the copies in flight go
+                        # on. Ending the call here would cancel them, the
+                        # probe of a half-open breaker among them.
+                        continue
+                    else:
+                        raise outcome
+                    if isinstance(last, httpx.Response):
+                        await close_quietly(last)
+                    last = outcome
+                    if sent < self._limit:
+                        # A failure is an answer: the next copy goes at once.
+                        if timer is not None:
+                            timer.cancel()
+                            timer = None
+                        send(reason)
+                    elif not running:
+                        # Every attempt failed: the last to end decides.
+                        last = None
+                        if isinstance(outcome, httpx.Response):
+                            return outcome
+                        raise outcome
+                if timer is not None and timer.done():
+                    timer = None
+                    send(_DELAY)
+                if fresh:
+                    continue
+                if timer is None and sent < self._limit:
+                    timer = loop.create_task(clock.sleep(self._delay))
+                waiting: list[asyncio.Future[Any]] = [*running]
+                if timer is not None:
+                    waiting.append(timer)
+                await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            await _end(running, timer, last)
+
+    async def _attempt(self, request: httpx.Request, call: Call) -> httpx.Response:
+        telemetry = self._telemetry
+        report = telemetry.wants_attempts
+        started = self._clock.monotonic() if report else 0.0
+        try:
+            response = await self._next.handle(request, call)
+        except FAILURE_EXCEPTIONS as exc:
+            if report:
+                ended = self._clock.monotonic()
+                telemetry.attempt(
+                    call.method,
+                    call.host,
+                    call.attempt,
+                    type(exc).__name__,
+                    ended - started,
+                )
+            raise
+        if report:
+            telemetry.attempt(
+                call.method,
+                call.host,
+                call.attempt,
+                str(response.status_code),
+                self._clock.monotonic() - started,
+            )
+        return response
+
+
+async def _end(
+    running: dict[asyncio.Task[httpx.Response], int],
+    timer: asyncio.Task[None] | None,
+    last: httpx.Response | Exception | None,
+) -> None:
+    """Cancel the losers and the timer, wait for them, close what they answered."""
+    tasks: list[asyncio.Task[Any]] = [*running]
+    if timer is not None:
+        tasks.append(timer)
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        # The losers' clean-up (a connection closed, an inner timeout's
+        # bookkeeping) is done before the call returns.
+        await asyncio.wait(tasks)
+    for task in running:
+        if task.cancelled():
+            continue
+        if task.exception() is None:  # answered before it could be cancelled
+            await close_quietly(task.result())
+    if isinstance(last, httpx.Response):
+        await close_quietly(last)
+
+
+DEFAULT_HEDGING_DELAY: Final = timedelta(seconds=2)
+DEFAULT_MAX_HEDGED_ATTEMPTS: Final = 1
+
+
+class HedgingOptions(BaseModel):
+    """Hedging: a second attempt when the first is slow, the first good answer wins.
+
+    Only safe methods are hedged: GET, HEAD, OPTIONS and TRACE. PUT and DELETE
+    are idempotent but not safe: two copies in flight at once may interleave
+    with other writers, and a cancelled copy may still reach the server after
+    the call has returned. They, and every other method, are sent once, as is
+    a request whose body cannot be replayed.
+
+    Attributes:
+        delay: How long an attempt may go without an answer before the next
+            hedged attempt is sent beside it. Default 2 s.
+        max_hedged_attempts: Attempts sent beyond the first, at most; at most
+            ``max_hedged_attempts + 1`` are in flight. Default 1.
+
+    Durations accept a `timedelta`, a number of seconds, ``"200ms"``, ``"2s"``,
+    ``"5m"``, ``"1h"`` or ISO 8601 (``"PT0.2S"``), up to 24 days.
+
+    Raises:
+        pydantic.ValidationError: On construction, naming every invalid field.
+
+    Example:
+        >>> HedgingOptions(delay="200ms").max_hedged_attempts
+        1
+    """
+
+    model_config = FROZEN
+
+    delay: Duration = Field(default=DEFAULT_HEDGING_DELAY, gt=timedelta(0))
+    max_hedged_attempts: Count = Field(default=DEFAULT_MAX_HEDGED_ATTEMPTS, ge=1)
+
+    if TYPE_CHECKING:
+        # Durations in every form pydantic reads; see `HttpResilienceOptions`.
+        def __init__(
+            self,
+            *,
+            delay: DurationInput = DEFAULT_HEDGING_DELAY,
+            max_hedged_attempts: int = DEFAULT_MAX_HEDGED_ATTEMPTS,
+        ) -> None: ...
+
+    is_deadline: ClassVar[bool] = False
+    repeats: ClassVar[bool] = True
+
+    @property
+    def label(self) -> str:
+        """``"hedging"``."""
+        return "hedging"
+
+    @property
+    def waits_outside_attempts(self) -> bool:
+        """Yes: its attempts run in tasks of its own, and it waits for them.
+
+        So a deadline around it cuts its own task.
+        """
+        return True
+
+    def will_repeat(self, request: httpx.Request) -> bool:
+        """Whether hedging may send `request` more than once (`is_hedged`)."""
+        return is_hedged(request)
+
+    def build_async(
+        self, next: AsyncHandler, context: BuildContext, place: Placement
+    ) -> HedgingStrategy:
+        """Hedging around `next`.
+
+        There is no sync hedging: a blocking attempt cannot be cancelled, so a
+        hedge's loser would run on to its end.
+        """
+        return HedgingStrategy(
+            next,
+            delay=self.delay.total_seconds(),
+            max_hedged_attempts=self.max_hedged_attempts,
+            clock=context.clock,
+            telemetry=context.telemetry,
+        )

@@ -1,0 +1,324 @@
+"""The concurrency limiter: permits, a bounded queue, and a refusal beyond it.
+
+`ConcurrencyLimit` is the decision (counts, no waiting); `AsyncConcurrencyLimiter`
+and `ConcurrencyLimiter` are the two drivers that make a queued caller wait.
+Permits are handed to waiters first come, first served.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import (
+    ClassVar,
+    Final,
+    Literal,
+    TypeAlias,
+)
+
+import httpx
+from pydantic import (
+    BaseModel,
+    Field,
+)
+
+from http_resilience._core.builder import BuildContext, Placement
+from http_resilience._core.errors import RateLimitedError
+from http_resilience._core.fields import FROZEN, Count
+from http_resilience._core.pipeline import AsyncHandler, Call, SyncHandler
+from http_resilience._core.telemetry import Telemetry
+
+__all__ = [
+    "DEFAULT_CONCURRENCY_LIMIT",
+    "DEFAULT_QUEUE_LIMIT",
+    "GRANTED",
+    "QUEUED",
+    "REFUSED",
+    "AsyncConcurrencyLimiter",
+    "AsyncLimiter",
+    "ConcurrencyLimit",
+    "ConcurrencyLimiter",
+    "LimiterOptions",
+    "LimiterStrategy",
+    "SyncLimiter",
+]
+
+Entry: TypeAlias = Literal["granted", "queued", "refused"]
+GRANTED: Final = "granted"
+QUEUED: Final = "queued"
+REFUSED: Final = "refused"
+
+
+class ConcurrencyLimit:
+    """Counts of permits in use and callers queued; decides who gets in.
+
+    Args:
+        permits: Callers let through at once; at least 1.
+        queue_limit: Callers that may wait for a permit; at least 0.
+
+    Example:
+        >>> limit = ConcurrencyLimit(permits=1, queue_limit=1)
+        >>> limit.enter(), limit.enter(), limit.enter()
+        ('granted', 'queued', 'refused')
+        >>> limit.leave()  # the permit passes to the queued caller
+        True
+        >>> limit.in_use, limit.queued
+        (1, 0)
+    """
+
+    __slots__ = ("in_use", "permits", "queue_limit", "queued")
+
+    def __init__(self, *, permits: int, queue_limit: int) -> None:
+        self.permits = permits
+        self.queue_limit = queue_limit
+        self.in_use = 0
+        self.queued = 0
+
+    def enter(self) -> Entry:
+        """Take a permit, or a place in the queue, or neither."""
+        if self.in_use < self.permits and not self.queued:
+            self.in_use += 1
+            return GRANTED
+        if self.queued < self.queue_limit:
+            self.queued += 1
+            return QUEUED
+        return REFUSED
+
+    def leave(self) -> bool:
+        """Give back a permit; True when it passes to the first queued caller."""
+        if self.queued:
+            self.queued -= 1
+            return True
+        self.in_use -= 1
+        return False
+
+    def abandon(self) -> None:
+        """A queued caller gave up before a permit reached it."""
+        self.queued -= 1
+
+
+class AsyncConcurrencyLimiter:
+    """`ConcurrencyLimit` for coroutines on one event loop."""
+
+    __slots__ = ("_limit", "_waiters", "try_enter")
+
+    def __init__(self, *, permits: int, queue_limit: int) -> None:
+        self._limit = ConcurrencyLimit(permits=permits, queue_limit=queue_limit)
+        self._waiters: deque[asyncio.Future[None]] = deque()
+        self.try_enter: Callable[[], Entry] = self._limit.enter
+        """`GRANTED` or `REFUSED` at once, or `QUEUED`: then await `wait`."""
+
+    @property
+    def in_use(self) -> int:
+        """Permits held."""
+        return self._limit.in_use
+
+    async def wait(self) -> None:
+        """Wait, after `QUEUED`, until a permit is handed over; cancellable."""
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                # The permit arrived as the caller was cancelled: pass it on.
+                self.leave()
+            else:
+                try:
+                    self._waiters.remove(waiter)
+                except ValueError:
+                    pass  # `leave` dropped it already, and its place with it
+                else:
+                    self._limit.abandon()
+            raise
+
+    def leave(self) -> None:
+        """Give back a permit, to the first waiter if there is one."""
+        waiters = self._waiters
+        # Waiters cancelled but not yet resumed: their place goes now.
+        while waiters and waiters[0].done():
+            waiters.popleft()
+            self._limit.abandon()
+        if self._limit.leave():
+            waiters.popleft().set_result(None)
+
+
+class ConcurrencyLimiter:
+    """`ConcurrencyLimit` for threads; each queued thread waits on its own event."""
+
+    __slots__ = ("_limit", "_lock", "_waiters")
+
+    def __init__(self, *, permits: int, queue_limit: int) -> None:
+        self._limit = ConcurrencyLimit(permits=permits, queue_limit=queue_limit)
+        self._lock = threading.Lock()
+        self._waiters: deque[threading.Event] = deque()
+
+    @property
+    def in_use(self) -> int:
+        """Permits held."""
+        return self._limit.in_use
+
+    def enter(self) -> bool:
+        """Take a permit, waiting in the queue if need be; False when refused."""
+        with self._lock:
+            entry = self._limit.enter()
+            if entry is not QUEUED:
+                return entry is GRANTED
+            waiter = threading.Event()
+            self._waiters.append(waiter)
+        # A queued thread blocks until a permit is handed to it, as a semaphore
+        # would: the queue is for short bursts, and `queue_limit` bounds it.
+        waiter.wait()
+        return True
+
+    def leave(self) -> None:
+        """Give back a permit, to the first waiting thread if there is one."""
+        with self._lock:
+            if self._limit.leave():
+                self._waiters.popleft().set()
+
+
+DEFAULT_CONCURRENCY_LIMIT: Final = 1000
+DEFAULT_QUEUE_LIMIT: Final = 0
+
+
+class LimiterOptions(BaseModel):
+    """The concurrency limiter of a custom pipeline.
+
+    Attributes:
+        concurrency_limit: Requests inside at once. Default 1000.
+        queue_limit: Requests that may wait for a permit; beyond that a
+            request is refused with `RateLimitedError`. Default 0.
+
+    Raises:
+        pydantic.ValidationError: On construction, naming every invalid field.
+
+    Example:
+        >>> LimiterOptions(concurrency_limit=10, queue_limit=5).queue_limit
+        5
+    """
+
+    model_config = FROZEN
+
+    concurrency_limit: Count = Field(default=DEFAULT_CONCURRENCY_LIMIT, ge=1)
+    queue_limit: Count = Field(default=DEFAULT_QUEUE_LIMIT, ge=0)
+
+    is_deadline: ClassVar[bool] = False
+    repeats: ClassVar[bool] = False
+
+    @property
+    def label(self) -> str:
+        """``"limiter"``."""
+        return "limiter"
+
+    @property
+    def waits_outside_attempts(self) -> bool:
+        """A request may wait in the queue: time passes outside any attempt."""
+        return self.queue_limit > 0
+
+    def will_repeat(self, request: httpx.Request) -> bool:
+        """Never: a limiter sends nothing twice."""
+        return False
+
+    def build_async(
+        self, next: AsyncHandler, context: BuildContext, place: Placement
+    ) -> AsyncLimiter:
+        """This transport's limiter, around `next`."""
+        return AsyncLimiter(
+            next,
+            AsyncConcurrencyLimiter(
+                permits=self.concurrency_limit, queue_limit=self.queue_limit
+            ),
+            LimiterStrategy(context.telemetry),
+        )
+
+    def build_sync(
+        self, next: SyncHandler, context: BuildContext, place: Placement
+    ) -> SyncLimiter:
+        """This transport's limiter, for threads, around `next`."""
+        return SyncLimiter(
+            next,
+            ConcurrencyLimiter(
+                permits=self.concurrency_limit, queue_limit=self.queue_limit
+            ),
+            LimiterStrategy(context.telemetry),
+        )
+
+
+class LimiterStrategy:
+    """What both limiters decide: how a request beyond the limit is refused.
+
+    At most `permits` requests inside at once, `queue_limit` more waiting. A
+    request beyond both raises `RateLimitedError` at once: it never reached
+    the breaker (so it is no evidence against the host) nor the retry.
+    `AsyncLimiter` and `SyncLimiter` drive it.
+
+    Args:
+        telemetry: Where rejections are reported.
+    """
+
+    __slots__ = ("_telemetry",)
+
+    def __init__(self, telemetry: Telemetry) -> None:
+        self._telemetry = telemetry
+
+    def refused(self, call: Call) -> RateLimitedError:
+        """Report the refusal; the error to raise."""
+        self._telemetry.rejection(call.method, call.host, "concurrency_limit")
+        return RateLimitedError(
+            f"{call.where()}: refused, the concurrency limit and its queue are full"
+        )
+
+
+class AsyncLimiter:
+    """The limiter on an event loop: a queued request awaits its permit."""
+
+    __slots__ = ("_next", "_strategy", "limiter")
+
+    def __init__(
+        self,
+        next: AsyncHandler,
+        limiter: AsyncConcurrencyLimiter,
+        strategy: LimiterStrategy,
+    ) -> None:
+        self._next = next
+        self.limiter = limiter
+        self._strategy = strategy
+
+    async def handle(self, request: httpx.Request, call: Call) -> httpx.Response:
+        """Take a permit (maybe after queueing), run the inside, give it back."""
+        limiter = self.limiter
+        entry = limiter.try_enter()
+        if entry is not GRANTED:
+            if entry is not QUEUED:
+                raise self._strategy.refused(call)
+            await limiter.wait()
+        try:
+            return await self._next.handle(request, call)
+        finally:
+            limiter.leave()
+
+
+class SyncLimiter:
+    """The limiter for threads: a queued request blocks until its permit."""
+
+    __slots__ = ("_next", "_strategy", "limiter")
+
+    def __init__(
+        self, next: SyncHandler, limiter: ConcurrencyLimiter, strategy: LimiterStrategy
+    ) -> None:
+        self._next = next
+        self.limiter = limiter
+        self._strategy = strategy
+
+    def handle_sync(self, request: httpx.Request, call: Call) -> httpx.Response:
+        """Take a permit (maybe after queueing), run the inside, give it back."""
+        limiter = self.limiter
+        if not limiter.enter():
+            raise self._strategy.refused(call)
+        try:
+            return self._next.handle_sync(request, call)
+        finally:
+            limiter.leave()

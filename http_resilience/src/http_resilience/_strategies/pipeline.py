@@ -1,0 +1,187 @@
+"""`ResiliencePipeline`: strategies in an order of your own, first added outermost.
+
+The public, fluent face of the builder (`http_resilience._core.builder`): each
+``add_...`` appends a strategy's options, and a transport builds its own chain
+from them, with the builder's rules (one timer for every deadline, no cut where
+an inner timeout cuts for it, the innermost timeout owning the transport's
+time). The standard pipeline is the same builder's preset (`standard_steps`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+from http_resilience._core.builder import StepOptions, async_only
+from http_resilience._core.durations import DurationInput
+from http_resilience._strategies.breaker import BreakerOptions
+from http_resilience._strategies.hedging import HedgingOptions
+from http_resilience._strategies.limiter import LimiterOptions
+from http_resilience._strategies.retry import RetryOptions
+from http_resilience._strategies.timeout import TimeoutOptions
+
+__all__ = ["ResiliencePipeline"]
+
+Options = TypeVar("Options", bound=BaseModel)
+
+
+def _options(
+    kind: type[Options], options: Options | None, fields: dict[str, Any], add: str
+) -> Options:
+    """`options`, or the options `fields` describe: one or the other."""
+    if options is None:
+        return kind.model_validate(fields)
+    if fields:
+        raise TypeError(
+            f"{add}: give a {kind.__name__} or its fields as keywords, not both"
+        )
+    if not isinstance(options, kind):  # pyright: ignore[reportUnnecessaryIsInstance]
+        raise TypeError(
+            f"{add}: options must be {kind.__name__}, got {type(options).__qualname__}"
+        )
+    return options
+
+
+class ResiliencePipeline:
+    """The strategies of a custom pipeline, in the order they were added.
+
+    The first strategy added is the outermost: ``add_timeout("1s")`` then
+    ``add_retry()`` then ``add_timeout("300ms")`` gives a 1 s limit on the
+    whole call (attempts and waits together) and a 300 ms limit on each
+    attempt. Give it to `AsyncResilientTransport` or `create_async_client` (or
+    their sync twins) as ``pipeline=``, instead of the standard pipeline's
+    options.
+
+    A pipeline is immutable: each ``add_...`` returns a new one, so one
+    pipeline can start several others. It holds no state; each transport
+    builds strategies of its own from it (its own breakers, its own limiter).
+
+    Each ``add_...`` takes the strategy's options object, or its fields as
+    keywords, and validates them there and then.
+
+    A timeout with a retry or hedging inside it bounds the whole sequence and
+    raises `TotalTimeoutError`; one with neither inside bounds each attempt and
+    raises `AttemptTimeoutError`, which counts as a failed attempt. The
+    innermost timeout sets each attempt's httpx timeouts from the time it has
+    left (the pipeline owns time); with no timeout, the client's httpx
+    timeouts apply.
+
+    Hedging needs the async transport: the sync transports refuse a pipeline
+    with hedging (a blocking attempt cannot be cancelled, so a hedge's loser
+    would run on to its end).
+
+    Example:
+        >>> pipeline = (
+        ...     ResiliencePipeline()
+        ...     .add_timeout("1s")
+        ...     .add_retry(max_retry_attempts=2, base_delay="100ms")
+        ...     .add_timeout("300ms")
+        ... )
+        >>> pipeline
+        ResiliencePipeline(timeout 1 s, retry, timeout 0.3 s)
+    """
+
+    __slots__ = ("_steps",)
+
+    def __init__(self) -> None:
+        self._steps: tuple[StepOptions, ...] = ()
+
+    @property
+    def steps(self) -> tuple[StepOptions, ...]:
+        """The strategies' options, outermost first."""
+        return self._steps
+
+    @property
+    def async_only(self) -> bool:
+        """Whether a strategy has no sync twin (hedging): no sync client runs it."""
+        return async_only(self._steps)
+
+    def _with(self, step: StepOptions) -> ResiliencePipeline:
+        pipeline = ResiliencePipeline()
+        pipeline._steps = (*self._steps, step)
+        return pipeline
+
+    def add_timeout(self, timeout: DurationInput) -> ResiliencePipeline:
+        """Add a timeout: what is added after it must end within `timeout`.
+
+        Args:
+            timeout: A `timedelta`, seconds, ``"300ms"``, ``"2s"`` or ISO 8601;
+                more than zero, at most 24 days.
+
+        Raises:
+            pydantic.ValidationError: `timeout` is not a positive duration.
+        """
+        return self._with(TimeoutOptions(timeout=timeout))
+
+    def add_retry(
+        self, options: RetryOptions | None = None, /, **fields: Any
+    ) -> ResiliencePipeline:
+        """Add a retry: what is added after it is run again after a failure.
+
+        Args:
+            options: The retry's options; default `RetryOptions()`.
+            **fields: `RetryOptions` fields, instead of `options`.
+
+        Raises:
+            pydantic.ValidationError: A field is invalid or unknown (named).
+            TypeError: Both `options` and fields, or `options` of another type.
+        """
+        return self._with(_options(RetryOptions, options, fields, "add_retry"))
+
+    def add_breaker(
+        self, options: BreakerOptions | None = None, /, **fields: Any
+    ) -> ResiliencePipeline:
+        """Add a circuit breaker around what is added after it (per host by default).
+
+        Args:
+            options: The breaker's options; default `BreakerOptions()`.
+            **fields: `BreakerOptions` fields, instead of `options`.
+
+        Raises:
+            pydantic.ValidationError: A field is invalid or unknown (named).
+            TypeError: Both `options` and fields, or `options` of another type.
+        """
+        return self._with(_options(BreakerOptions, options, fields, "add_breaker"))
+
+    def add_limiter(
+        self, options: LimiterOptions | None = None, /, **fields: Any
+    ) -> ResiliencePipeline:
+        """Add a concurrency limiter around what is added after it.
+
+        Args:
+            options: The limiter's options; default `LimiterOptions()`.
+            **fields: `LimiterOptions` fields, instead of `options`.
+
+        Raises:
+            pydantic.ValidationError: A field is invalid or unknown (named).
+            TypeError: Both `options` and fields, or `options` of another type.
+        """
+        return self._with(_options(LimiterOptions, options, fields, "add_limiter"))
+
+    def add_hedging(
+        self, options: HedgingOptions | None = None, /, **fields: Any
+    ) -> ResiliencePipeline:
+        """Add hedging: a slow safe request gets more copies of what follows.
+
+        Args:
+            options: The hedging's options; default `HedgingOptions()`.
+            **fields: `HedgingOptions` fields, instead of `options`.
+
+        Raises:
+            pydantic.ValidationError: A field is invalid or unknown (named).
+            TypeError: Both `options` and fields, or `options` of another type.
+        """
+        return self._with(_options(HedgingOptions, options, fields, "add_hedging"))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ResiliencePipeline):
+            return NotImplemented
+        return self._steps == other._steps
+
+    def __hash__(self) -> int:
+        return hash(self._steps)
+
+    def __repr__(self) -> str:
+        names = ", ".join(step.label for step in self._steps)
+        return f"ResiliencePipeline({names})"

@@ -1,0 +1,395 @@
+"""The retry: `RetryDecision` (which delay, or stop) and the `RetryStrategy` loop.
+
+The decision is pure: given the attempt that failed, its response, the time
+and the deadline, it answers a delay or None. The strategy sends, classifies,
+closes what a retry supersedes, reports and sleeps on the clock.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, ClassVar, Final
+
+import httpx
+from pydantic import (
+    BaseModel,
+    Field,
+)
+
+from http_resilience._core.builder import BuildContext, Placement
+from http_resilience._core.classify import (
+    FAILURE_EXCEPTIONS,
+    RETRY_AFTER_STATUSES,
+    SELF_CAUSED_EXCEPTIONS,
+    is_failure_status,
+    may_retry,
+)
+from http_resilience._core.clock import Clock, utc_now
+from http_resilience._core.durations import Duration, DurationInput
+from http_resilience._core.fields import FROZEN, Count
+from http_resilience._core.pipeline import (
+    AsyncHandler,
+    Call,
+    SyncHandler,
+    close_quietly,
+    close_quietly_sync,
+)
+from http_resilience._core.retry_after import parse_retry_after
+from http_resilience._core.telemetry import Telemetry
+
+__all__ = [
+    "DEFAULT_BASE_DELAY",
+    "DEFAULT_MAX_RETRY_ATTEMPTS",
+    "DEFAULT_RETRY_UNSAFE_METHODS",
+    "AsyncRetry",
+    "RetryDecision",
+    "RetryOptions",
+    "RetryStrategy",
+    "SyncRetry",
+]
+
+# 2.0 ** 1024 overflows a float; a delay that long ends the call anyway.
+_MAX_DOUBLINGS = 1000
+# 0.5 + 0.5 * draw rounds to 1.0 for the largest draws below 1.
+_BELOW_ONE = math.nextafter(1.0, 0.0)
+
+
+class RetryDecision:
+    """Whether a failed attempt is followed by another, and after how long.
+
+    The delay before retry n (n = the attempt that failed, from 1) is
+    ``base_delay * 2**(n-1)`` times a jitter factor in [0.5, 1); a 429 or 503
+    with a valid ``Retry-After`` asks for its own wait instead. A delay that
+    would reach the deadline ends the call: the wait is never shortened.
+
+    Args:
+        max_retry_attempts: Retries after the first attempt.
+        base_delay: Seconds before the first retry.
+        retry_unsafe_methods: Retry POST, PATCH and CONNECT as well.
+        random: A float in [0, 1) per call, for the jitter.
+        wall_clock: The present, to read a ``Retry-After`` date when the
+            response has no valid ``Date``.
+
+    Example:
+        >>> decision = RetryDecision(
+        ...     max_retry_attempts=3, base_delay=2.0, retry_unsafe_methods=False,
+        ...     random=lambda: 0.0,
+        ... )
+        >>> [decision.delay(n, None) for n in (1, 2, 3)]
+        [1.0, 2.0, 4.0]
+        >>> decision.next_delay(1, None, now=0.0, deadline=30.0)
+        1.0
+        >>> decision.next_delay(4, None, now=0.0, deadline=30.0) is None
+        True
+    """
+
+    __slots__ = ("_base", "_max", "_random", "_unsafe", "_wall_clock")
+
+    def __init__(
+        self,
+        *,
+        max_retry_attempts: int,
+        base_delay: float,
+        retry_unsafe_methods: bool,
+        random: Callable[[], float],
+        wall_clock: Callable[[], datetime] = utc_now,
+    ) -> None:
+        self._max = max_retry_attempts
+        self._base = base_delay
+        self._unsafe = retry_unsafe_methods
+        self._random = random
+        self._wall_clock = wall_clock
+
+    def will_retry(self, request: httpx.Request, stream: object = None) -> bool:
+        """Whether a failed attempt of `request` may be sent again at all.
+
+        `stream`: the body before the first attempt, if it may have changed.
+        """
+        return self._max > 0 and may_retry(
+            request, retry_unsafe_methods=self._unsafe, stream=stream
+        )
+
+    def delay(self, attempt: int, response: httpx.Response | None) -> float:
+        """Seconds to wait after failed attempt `attempt` (from 1).
+
+        Raises:
+            ValueError: The random source returned a value outside [0, 1).
+        """
+        if response is not None and response.status_code in RETRY_AFTER_STATUSES:
+            values = response.headers.get_list("retry-after")
+            if values:
+                asked = parse_retry_after(
+                    values,
+                    now=self._wall_clock(),
+                    date=response.headers.get_list("date"),
+                )
+                if asked is not None:
+                    return asked
+        draw = self._random()
+        if not 0.0 <= draw < 1.0:
+            raise ValueError(f"the jitter source must return [0, 1), got {draw!r}")
+        doublings = min(max(attempt - 1, 0), _MAX_DOUBLINGS)
+        return self._base * 2.0**doublings * min(0.5 + 0.5 * draw, _BELOW_ONE)
+
+    def next_delay(
+        self,
+        attempt: int,
+        response: httpx.Response | None,
+        *,
+        now: float,
+        deadline: float,
+    ) -> float | None:
+        """The wait before the next attempt, or None to end the call now.
+
+        None when the `max_retry_attempts` retries are spent, or when the wait
+        would reach `deadline` (seconds on the same clock as `now`).
+        """
+        if attempt > self._max:
+            return None
+        wait = self.delay(attempt, response)
+        if now + wait >= deadline:
+            return None
+        return wait
+
+
+class RetryStrategy:
+    """What both retry loops decide: whether a finished attempt is the last.
+
+    A failure is a response with a failure status or an exception in
+    `FAILURE_EXCEPTIONS`; anything else ends the call as it is. When the call
+    ends on a failure, the last response is returned and the last exception
+    raised. A request that may not be retried (`RetryDecision.will_retry`) is
+    sent once. `AsyncRetry` and `SyncRetry` drive it: send, ask, close what a
+    retry supersedes, wait.
+
+    Args:
+        decision: The delays.
+        clock: Where the waits happen.
+        telemetry: Where attempts and retries are reported.
+    """
+
+    __slots__ = ("_decision", "_now", "_report", "_telemetry", "clock")
+
+    def __init__(
+        self, *, decision: RetryDecision, clock: Clock, telemetry: Telemetry
+    ) -> None:
+        self._decision = decision
+        self.clock = clock
+        self._now = clock.monotonic
+        self._telemetry = telemetry
+        self._report = telemetry.wants_attempts
+
+    def started(self, call: Call, attempt: int) -> float:
+        """Attempt `attempt` starts: its start time, when attempts are reported."""
+        call.attempt = attempt
+        return self._now() if self._report else 0.0
+
+    def after_answer(
+        self,
+        request: httpx.Request,
+        body: object,
+        call: Call,
+        response: httpx.Response,
+        started: float,
+    ) -> float | None:
+        """After an answer: the wait before the next attempt, or None to return it.
+
+        The driver closes the answer before it waits.
+        """
+        status = response.status_code
+        if self._report:
+            self._attempted(call, str(status), started)
+        if not is_failure_status(status) or not self._decision.will_retry(
+            request, body
+        ):
+            return None
+        delay = self._decision.next_delay(
+            call.attempt, response, now=self._now(), deadline=call.deadline
+        )
+        if delay is not None:
+            self._telemetry.retry(
+                call.method, call.host, call.attempt, delay, str(status)
+            )
+        return delay
+
+    def after_error(
+        self,
+        request: httpx.Request,
+        body: object,
+        call: Call,
+        exc: Exception,
+        started: float,
+    ) -> float | None:
+        """After an attempt raised: the wait before the next, or None to re-raise.
+
+        Only for `FAILURE_EXCEPTIONS`; a self-caused error
+        (`SELF_CAUSED_EXCEPTIONS`) is re-raised at once.
+        """
+        ended = self._now()
+        reason = type(exc).__name__
+        if self._report:
+            self._telemetry.attempt(
+                call.method, call.host, call.attempt, reason, ended - started
+            )
+        if isinstance(exc, SELF_CAUSED_EXCEPTIONS) or not self._decision.will_retry(
+            request, body
+        ):
+            return None
+        delay = self._decision.next_delay(
+            call.attempt, None, now=ended, deadline=call.deadline
+        )
+        if delay is not None:
+            self._telemetry.retry(call.method, call.host, call.attempt, delay, reason)
+        return delay
+
+    def _attempted(self, call: Call, outcome: str, started: float) -> None:
+        self._telemetry.attempt(
+            call.method, call.host, call.attempt, outcome, self._now() - started
+        )
+
+
+class AsyncRetry:
+    """`RetryStrategy`'s loop on an event loop."""
+
+    __slots__ = ("_next", "_strategy")
+
+    def __init__(self, next: AsyncHandler, strategy: RetryStrategy) -> None:
+        self._next = next
+        self._strategy = strategy
+
+    async def handle(self, request: httpx.Request, call: Call) -> httpx.Response:
+        """Send `request`, again after each failure while allowed."""
+        strategy, body, attempt = self._strategy, request.stream, 1
+        while True:
+            started = strategy.started(call, attempt)
+            try:
+                response = await self._next.handle(request, call)
+            except FAILURE_EXCEPTIONS as exc:
+                delay = strategy.after_error(request, body, call, exc, started)
+                if delay is None:
+                    raise
+            else:
+                delay = strategy.after_answer(request, body, call, response, started)
+                if delay is None:
+                    return response
+                await close_quietly(response)
+            await strategy.clock.sleep(delay)
+            attempt += 1
+
+
+class SyncRetry:
+    """`RetryStrategy`'s loop, blocking."""
+
+    __slots__ = ("_next", "_strategy")
+
+    def __init__(self, next: SyncHandler, strategy: RetryStrategy) -> None:
+        self._next = next
+        self._strategy = strategy
+
+    def handle_sync(self, request: httpx.Request, call: Call) -> httpx.Response:
+        """Send `request`, again after each failure while allowed."""
+        strategy, body, attempt = self._strategy, request.stream, 1
+        while True:
+            started = strategy.started(call, attempt)
+            try:
+                response = self._next.handle_sync(request, call)
+            except FAILURE_EXCEPTIONS as exc:
+                delay = strategy.after_error(request, body, call, exc, started)
+                if delay is None:
+                    raise
+            else:
+                delay = strategy.after_answer(request, body, call, response, started)
+                if delay is None:
+                    return response
+                close_quietly_sync(response)
+            strategy.clock.sleep_sync(delay)
+            attempt += 1
+
+
+DEFAULT_MAX_RETRY_ATTEMPTS: Final = 3
+DEFAULT_BASE_DELAY: Final = timedelta(seconds=2)
+DEFAULT_RETRY_UNSAFE_METHODS: Final = False
+
+
+class RetryOptions(BaseModel):
+    """The retry of a custom pipeline.
+
+    The delay before retry n (1 for the first) is ``base_delay * 2**(n-1)``
+    scaled by a random factor in [0.5, 1), unless a 429 or 503 carries a valid
+    ``Retry-After``; a wait that would pass the deadline of a timeout around
+    the retry ends the call at once.
+
+    Attributes:
+        max_retry_attempts: Retries after the first attempt; 0 turns retry
+            off. Default 3.
+        base_delay: The delay before the first retry. Default 2 s.
+        retry_unsafe_methods: Retry POST, PATCH and CONNECT too. Default False:
+            they are retried only when they carry an ``Idempotency-Key``.
+
+    Raises:
+        pydantic.ValidationError: On construction, naming every invalid field.
+
+    Example:
+        >>> RetryOptions(max_retry_attempts=2, base_delay="100ms").base_delay
+        datetime.timedelta(microseconds=100000)
+    """
+
+    model_config = FROZEN
+
+    max_retry_attempts: Count = Field(default=DEFAULT_MAX_RETRY_ATTEMPTS, ge=0)
+    base_delay: Duration = Field(default=DEFAULT_BASE_DELAY, ge=timedelta(0))
+    retry_unsafe_methods: bool = DEFAULT_RETRY_UNSAFE_METHODS
+
+    if TYPE_CHECKING:
+        # Durations in every form pydantic reads; see `HttpResilienceOptions`.
+        def __init__(
+            self,
+            *,
+            max_retry_attempts: int = DEFAULT_MAX_RETRY_ATTEMPTS,
+            base_delay: DurationInput = DEFAULT_BASE_DELAY,
+            retry_unsafe_methods: bool = DEFAULT_RETRY_UNSAFE_METHODS,
+        ) -> None: ...
+
+    is_deadline: ClassVar[bool] = False
+    repeats: ClassVar[bool] = True
+
+    @property
+    def label(self) -> str:
+        """``"retry"``."""
+        return "retry"
+
+    @property
+    def waits_outside_attempts(self) -> bool:
+        """It waits between attempts, but never past a deadline: no."""
+        return False
+
+    def will_repeat(self, request: httpx.Request) -> bool:
+        """Whether a failed attempt of `request` may be sent again at all."""
+        return self.max_retry_attempts > 0 and may_retry(
+            request, retry_unsafe_methods=self.retry_unsafe_methods
+        )
+
+    def _strategy(self, context: BuildContext) -> RetryStrategy:
+        decision = RetryDecision(
+            max_retry_attempts=self.max_retry_attempts,
+            base_delay=self.base_delay.total_seconds(),
+            retry_unsafe_methods=self.retry_unsafe_methods,
+            random=context.random,
+        )
+        return RetryStrategy(
+            decision=decision, clock=context.clock, telemetry=context.telemetry
+        )
+
+    def build_async(
+        self, next: AsyncHandler, context: BuildContext, place: Placement
+    ) -> AsyncRetry:
+        """The retry loop around `next`."""
+        return AsyncRetry(next, self._strategy(context))
+
+    def build_sync(
+        self, next: SyncHandler, context: BuildContext, place: Placement
+    ) -> SyncRetry:
+        """The blocking retry loop around `next`."""
+        return SyncRetry(next, self._strategy(context))

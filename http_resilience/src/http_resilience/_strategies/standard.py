@@ -1,0 +1,364 @@
+"""`HttpResilienceOptions`: the standard pipeline of one named HTTP client."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Self, cast
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    model_validator,
+)
+
+from http_resilience._core.builder import StepOptions
+from http_resilience._core.durations import Duration, DurationInput, in_seconds
+from http_resilience._core.fields import Count, Ratio
+from http_resilience._strategies.breaker import (
+    DEFAULT_BREAK_DURATION,
+    DEFAULT_BREAKER_PER_HOST,
+    DEFAULT_FAILURE_RATIO,
+    DEFAULT_MAXIMUM_HOSTS,
+    DEFAULT_MINIMUM_THROUGHPUT,
+    DEFAULT_SAMPLING_DURATION,
+    BreakerOptions,
+)
+from http_resilience._strategies.limiter import (
+    DEFAULT_CONCURRENCY_LIMIT,
+    DEFAULT_QUEUE_LIMIT,
+    LimiterOptions,
+)
+from http_resilience._strategies.retry import (
+    DEFAULT_BASE_DELAY,
+    DEFAULT_MAX_RETRY_ATTEMPTS,
+    DEFAULT_RETRY_UNSAFE_METHODS,
+    RetryOptions,
+)
+from http_resilience._strategies.timeout import (
+    DEFAULT_ATTEMPT_TIMEOUT,
+    DEFAULT_OWN_TRANSPORT_TIMEOUT,
+    DEFAULT_TOTAL_REQUEST_TIMEOUT,
+    TimeoutOptions,
+)
+
+__all__ = [
+    "ENVIRONMENT_PREFIX",
+    "HttpResilienceOptions",
+    "client_variables",
+    "env_client_name",
+    "standard_steps",
+]
+ENVIRONMENT_PREFIX: Final = "RESILIENCE__HTTP__"
+
+_CLIENTS = "clients"
+
+
+class HttpResilienceOptions(BaseModel):
+    """The standard pipeline of one named client, outermost strategy first.
+
+    concurrency limiter, total timeout, retry, circuit breaker, attempt timeout.
+
+    The delay before retry n (1 for the first) is ``base_delay * 2**(n-1)``
+    scaled by a random factor in [0.5, 1) (jitter is always on), unless a 429
+    or 503 carries a valid ``Retry-After``, whose wait is used instead. A wait
+    that would pass the total deadline ends the call at once.
+
+    Attributes:
+        max_retry_attempts: Retries after the first attempt; 0 turns retry off.
+            Default 3.
+        base_delay: The delay before the first retry. Default 2 s.
+        attempt_timeout: The limit of one attempt (to the response headers).
+            Default 10 s; must be less than `total_request_timeout`.
+        total_request_timeout: The limit of the whole call, attempts and waits
+            included. Default 30 s.
+        failure_ratio: The share of failed attempts within the sampling window
+            that opens the breaker, in (0, 1]. Default 0.1.
+        sampling_duration: The breaker's sliding window. Default 30 s; must be
+            at least twice `attempt_timeout`.
+        minimum_throughput: Attempts needed in the window before the breaker
+            can open. Default 100, which a quiet client never reaches: lower it
+            for a dependency you call a few times a minute.
+        break_duration: How long an open breaker refuses before it lets one
+            probe through. Default 5 s.
+        concurrency_limit: Requests in flight at once. Default 1000.
+        queue_limit: Requests that may wait for a permit; beyond that a request
+            is refused with `RateLimitedError`. Default 0.
+        retry_unsafe_methods: Retry POST, PATCH and CONNECT too. Default False:
+            they are retried only when they carry an ``Idempotency-Key``.
+        breaker_per_host: One breaker per scheme, host and port; False shares
+            one breaker between every host. Default True.
+        maximum_hosts: The per-host registry's bound (least recently used go
+            first; open breakers are kept). Default 1024.
+        own_transport_timeout: The pipeline owns time: each attempt's httpx
+            phase timeouts are set from the attempt's own deadline, so httpx's
+            default 5 s cannot cut a longer attempt short. Default True.
+
+    Durations accept a `timedelta`, a number of seconds, ``"200ms"``, ``"2s"``,
+    ``"5m"``, ``"1h"`` or ISO 8601 (``"PT0.2S"``), up to 24 days each.
+
+    Raises:
+        pydantic.ValidationError: On construction, naming every invalid field;
+            the two cross-field rules name both fields, and the client when the
+            options are read for one (`from_config`, or validation context
+            ``{"client": name}``). Counts and `failure_ratio` refuse True and
+            False.
+
+    Example:
+        >>> options = HttpResilienceOptions(max_retry_attempts=2, base_delay="100ms")
+        >>> options.total_request_timeout
+        datetime.timedelta(seconds=30)
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    SECTION: ClassVar[str] = "resilience.http"
+
+    max_retry_attempts: Count = Field(default=DEFAULT_MAX_RETRY_ATTEMPTS, ge=0)
+    base_delay: Duration = Field(default=DEFAULT_BASE_DELAY, ge=timedelta(0))
+    attempt_timeout: Duration = Field(default=DEFAULT_ATTEMPT_TIMEOUT, gt=timedelta(0))
+    total_request_timeout: Duration = Field(
+        default=DEFAULT_TOTAL_REQUEST_TIMEOUT, gt=timedelta(0)
+    )
+    failure_ratio: Ratio = Field(default=DEFAULT_FAILURE_RATIO, gt=0.0, le=1.0)
+    sampling_duration: Duration = Field(
+        default=DEFAULT_SAMPLING_DURATION, gt=timedelta(0)
+    )
+    minimum_throughput: Count = Field(default=DEFAULT_MINIMUM_THROUGHPUT, ge=1)
+    break_duration: Duration = Field(default=DEFAULT_BREAK_DURATION, gt=timedelta(0))
+    concurrency_limit: Count = Field(default=DEFAULT_CONCURRENCY_LIMIT, ge=1)
+    queue_limit: Count = Field(default=DEFAULT_QUEUE_LIMIT, ge=0)
+    retry_unsafe_methods: bool = DEFAULT_RETRY_UNSAFE_METHODS
+    breaker_per_host: bool = DEFAULT_BREAKER_PER_HOST
+    maximum_hosts: Count = Field(default=DEFAULT_MAXIMUM_HOSTS, ge=1)
+    own_transport_timeout: bool = DEFAULT_OWN_TRANSPORT_TIMEOUT
+
+    if TYPE_CHECKING:
+        # What type checkers see: durations given in every form pydantic reads,
+        # read back as `timedelta`s. A test holds it to the fields.
+        def __init__(
+            self,
+            *,
+            max_retry_attempts: int = DEFAULT_MAX_RETRY_ATTEMPTS,
+            base_delay: DurationInput = DEFAULT_BASE_DELAY,
+            attempt_timeout: DurationInput = DEFAULT_ATTEMPT_TIMEOUT,
+            total_request_timeout: DurationInput = DEFAULT_TOTAL_REQUEST_TIMEOUT,
+            failure_ratio: float = DEFAULT_FAILURE_RATIO,
+            sampling_duration: DurationInput = DEFAULT_SAMPLING_DURATION,
+            minimum_throughput: int = DEFAULT_MINIMUM_THROUGHPUT,
+            break_duration: DurationInput = DEFAULT_BREAK_DURATION,
+            concurrency_limit: int = DEFAULT_CONCURRENCY_LIMIT,
+            queue_limit: int = DEFAULT_QUEUE_LIMIT,
+            retry_unsafe_methods: bool = DEFAULT_RETRY_UNSAFE_METHODS,
+            breaker_per_host: bool = DEFAULT_BREAKER_PER_HOST,
+            maximum_hosts: int = DEFAULT_MAXIMUM_HOSTS,
+            own_transport_timeout: bool = DEFAULT_OWN_TRANSPORT_TIMEOUT,
+        ) -> None: ...
+
+    @model_validator(mode="after")
+    def _check_timing(self, info: ValidationInfo) -> Self:
+        problems: list[str] = []
+        if self.attempt_timeout >= self.total_request_timeout:
+            problems.append(
+                f"attempt_timeout ({in_seconds(self.attempt_timeout)}) must be less "
+                f"than total_request_timeout ({in_seconds(self.total_request_timeout)})"
+            )
+        if self.sampling_duration < 2 * self.attempt_timeout:
+            problems.append(
+                f"sampling_duration ({in_seconds(self.sampling_duration)}) must be at "
+                f"least twice attempt_timeout ({in_seconds(self.attempt_timeout)})"
+            )
+        if problems:
+            context: object = info.context
+            client: object = None
+            if isinstance(context, Mapping):
+                client = cast("Mapping[str, object]", context).get("client")
+            where = "" if client is None else f"HTTP client {client!r}: "
+            raise ValueError(where + "; ".join(problems))
+        return self
+
+    @classmethod
+    def from_config(
+        cls,
+        config: Mapping[str, Any] | None = None,
+        *,
+        client: str = "default",
+        environ: Mapping[str, str] | None = None,
+    ) -> Self:
+        """Read one client's options from the configuration and the environment.
+
+        Later sources win, field by field:
+
+        1. the defaults;
+        2. ``config["resilience"]["http"]``: every client's settings;
+        3. ``config["resilience"]["http"]["clients"][client]``: this client's;
+        4. ``RESILIENCE__HTTP__<FIELD>`` environment variables;
+        5. ``RESILIENCE__HTTP__CLIENTS__<CLIENT>__<FIELD>`` environment variables.
+
+        Environment names are matched in any case, and ``-`` in a client's name
+        matches ``_``. An unknown key in a section or after a prefix is an error,
+        and so is a ``RESILIENCE__HTTP__CLIENTS__<CLIENT>`` variable without a
+        field.
+
+        Args:
+            config: The whole configuration, as nested mappings read from TOML,
+                JSON or YAML. Missing sections mean defaults.
+            client: The client whose options these are; named in errors.
+            environ: The environment; `os.environ` when not given.
+
+        Raises:
+            pydantic.ValidationError: An unknown key or an invalid value, named;
+                the title names the client.
+            TypeError: A section that is not a mapping, named, with the client.
+
+        Example:
+            >>> HttpResilienceOptions.from_config(
+            ...     {"resilience": {"http": {
+            ...         "max_retry_attempts": 2,
+            ...         "clients": {"billing": {"max_retry_attempts": 0}},
+            ...     }}},
+            ...     client="billing",
+            ...     environ={"RESILIENCE__HTTP__BASE_DELAY": "100ms"},
+            ... ).max_retry_attempts
+            0
+        """
+        where = f"HTTP client {client!r}: "
+        section = _section(config or {}, cls.SECTION, where)
+        values: dict[str, Any] = {k: v for k, v in section.items() if k != _CLIENTS}
+        clients = _mapping(
+            section.get(_CLIENTS, {}), f"{cls.SECTION}.{_CLIENTS}", where
+        )
+        own_section = clients.get(client, {})
+        if not isinstance(own_section, Mapping):
+            raise TypeError(
+                f"{where}configuration section '{cls.SECTION}.{_CLIENTS}' holds "
+                f"a value of type {type(own_section).__name__} for it, not a mapping"
+            )
+        values.update(cast("Mapping[str, Any]", own_section))
+        environment = os.environ if environ is None else environ
+        shared, own = _from_environment(environment, client)
+        values.update(shared)
+        values.update(own)
+        try:
+            return cls.model_validate(values, context={"client": client})
+        except ValidationError as error:
+            raise _naming(error, client) from None
+
+
+def standard_steps(options: HttpResilienceOptions) -> tuple[StepOptions, ...]:
+    """The standard pipeline as the builder's steps, outermost first.
+
+    Concurrency limiter, total timeout, retry, circuit breaker, attempt
+    timeout: the builder's rules make the total timeout arm no timer of its
+    own (the attempt timeout cuts at the earlier deadline) and the attempt
+    timeout own the transport's time when `own_transport_timeout` says so.
+    """
+    return (
+        LimiterOptions(
+            concurrency_limit=options.concurrency_limit,
+            queue_limit=options.queue_limit,
+        ),
+        TimeoutOptions(timeout=options.total_request_timeout),
+        RetryOptions(
+            max_retry_attempts=options.max_retry_attempts,
+            base_delay=options.base_delay,
+            retry_unsafe_methods=options.retry_unsafe_methods,
+        ),
+        BreakerOptions(
+            failure_ratio=options.failure_ratio,
+            sampling_duration=options.sampling_duration,
+            minimum_throughput=options.minimum_throughput,
+            break_duration=options.break_duration,
+            breaker_per_host=options.breaker_per_host,
+            maximum_hosts=options.maximum_hosts,
+        ),
+        TimeoutOptions(
+            timeout=options.attempt_timeout,
+            own_transport_timeout=options.own_transport_timeout,
+        ),
+    )
+
+
+def env_client_name(client: str) -> str:
+    """How the environment spells client `client`: upper case, ``-`` as ``_``."""
+    return client.upper().replace("-", "_")
+
+
+def _from_environment(
+    environment: Mapping[str, str], client: str
+) -> tuple[dict[str, str], dict[str, str]]:
+    shared: dict[str, str] = {}
+    own: dict[str, str] = {}
+    wanted = env_client_name(client)
+    for name, value in environment.items():
+        split = _split_variable(name)
+        if split is None:
+            continue
+        named, field = split
+        if named is None:
+            shared[field] = value
+        elif named == wanted:
+            own[field] = value
+    return shared, own
+
+
+def _split_variable(name: str) -> tuple[str | None, str] | None:
+    """The client (upper case, None for every client) and field `name` sets.
+
+    None when `name` does not start with ``RESILIENCE__HTTP__``. A
+    ``RESILIENCE__HTTP__CLIENTS__<CLIENT>`` without a field is a field no
+    client knows, shared, so that reading options refuses it.
+    """
+    upper = name.upper()
+    if not upper.startswith(ENVIRONMENT_PREFIX):
+        return None
+    rest = upper[len(ENVIRONMENT_PREFIX) :]
+    clients_prefix = _CLIENTS.upper() + "__"
+    if rest.startswith(clients_prefix):
+        named, separator, field = rest[len(clients_prefix) :].rpartition("__")
+        if separator:
+            return named, field.lower()
+    return None, rest.lower()
+
+
+def client_variables(environment: Mapping[str, str]) -> Iterator[tuple[str, str]]:
+    """Each ``RESILIENCE__HTTP__CLIENTS__<CLIENT>__<FIELD>`` variable, and its client.
+
+    The client as the variable spells it, upper case: compare it with
+    `env_client_name` of a client's name.
+    """
+    for name in environment:
+        split = _split_variable(name)
+        if split is not None and split[0] is not None:
+            yield name, split[0]
+
+
+def _mapping(found: object, where: str, prefix: str) -> Mapping[str, Any]:
+    if not isinstance(found, Mapping):
+        raise TypeError(f"{prefix}configuration section {where!r} is not a mapping")
+    return cast("Mapping[str, Any]", found)
+
+
+def _section(config: Mapping[str, Any], dotted: str, prefix: str) -> Mapping[str, Any]:
+    found: Mapping[str, Any] = _mapping(config, "(root)", prefix)
+    path: list[str] = []
+    for part in dotted.split("."):
+        path.append(part)
+        found = _mapping(found.get(part, {}), ".".join(path), prefix)
+    return found
+
+
+def _naming(error: ValidationError, client: str) -> ValidationError:
+    """`error` again, its title naming the client (or a note, if it cannot be)."""
+    try:
+        return ValidationError.from_exception_data(
+            f"HttpResilienceOptions of HTTP client {client!r}",
+            cast("Any", error.errors()),
+        )
+    except (KeyError, TypeError, ValueError):  # an error type pydantic cannot rebuild
+        error.add_note(f"in the options of HTTP client {client!r}")
+        return error

@@ -1,0 +1,527 @@
+"""The timeouts: the total timeout and the attempt timeout, on one deadline.
+
+Each timeout (`Deadline`) narrows ``call.deadline`` for what runs inside it to
+the earlier of its own and the one around it. A timeout with another inside
+it, and nothing between them that waits outside an attempt, does not cut
+(`Narrowing`): the inner one cuts at the earlier deadline, and the retry never
+waits past one (it ends the call instead), so time passes only in attempts,
+and the one cut bounds them (the builder's rule, `Placement.cut`). The cuts of
+all attempts share one event-loop timer per transport (`DeadlineTimer`, a
+`Deadlines` queue): no ``asyncio.timeout`` stacked per strategy, nor a timer
+armed per attempt.
+
+The cut is on the event loop's time, for the time left on the pipeline's
+clock. Any clock but the system clock (whose time the loop keeps) is read again
+after each attempt, so an attempt that ran past its deadline on a `FakeClock`
+times out just the same.
+
+A sync attempt cannot be cut from outside, so it is held to its deadline from
+inside: while it runs, the innermost timeout puts the deadline in a
+thread-local that the network backend of an `httpx.HTTPTransport` reads at
+every connect, read and write (`_sync_deadline`), and a timeout raised there
+is this deadline passing. It is checked against the clock afterwards as well.
+
+A wait for a connection from the client's own pool is the exception: it says
+nothing about the host. When the pipeline owns time, the attempt's pool
+timeout ends `POOL_LEAD` before its deadline (`Send`), so httpx raises
+`httpx.PoolTimeout` before the cut fires, and the timeout passes it on as it
+is: the retry and the breaker take it for the self-caused error it is, whether
+the attempt's deadline or the total one was nearer. A pool wait the cut still
+interrupts (an event loop stalled past the lead) ends as the deadline passing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections import deque
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, ClassVar, Final, cast
+
+import httpx
+from pydantic import (
+    BaseModel,
+    Field,
+)
+
+from http_resilience._core.builder import BuildContext, Placement
+from http_resilience._core.clock import (
+    ATTEMPT_DEADLINE,
+    Clock,
+    SystemClock,
+    reader,
+    real_time,
+)
+from http_resilience._core.durations import Duration, DurationInput
+from http_resilience._core.errors import (
+    AttemptTimeoutError,
+    ResilienceError,
+    TotalTimeoutError,
+)
+from http_resilience._core.fields import FROZEN
+from http_resilience._core.pipeline import (
+    AsyncHandler,
+    Call,
+    DeadlineKind,
+    SyncHandler,
+    close_quietly,
+    close_quietly_sync,
+)
+from http_resilience._core.telemetry import Telemetry
+
+__all__ = [
+    "DEFAULT_ATTEMPT_TIMEOUT",
+    "DEFAULT_OWN_TRANSPORT_TIMEOUT",
+    "DEFAULT_TOTAL_REQUEST_TIMEOUT",
+    "AsyncTimeout",
+    "Cut",
+    "Deadline",
+    "DeadlineTimer",
+    "Deadlines",
+    "Narrowing",
+    "SyncTimeout",
+    "TimeoutOptions",
+]
+
+
+class Deadline:
+    """What a timeout decides, for both chains: the deadline, its kind, its end.
+
+    Narrows ``call.deadline`` to the earlier of its own and the one around it
+    (`narrow`), restores the outer one afterwards (`restore`), and words the
+    error when it passes (`expired`). The drivers (`AsyncTimeout`,
+    `SyncTimeout`, `Narrowing`) only arm the cut their chain can make.
+
+    Args:
+        seconds: The timeout.
+        kind: ``"attempt"`` or ``"total"``: which error it raises.
+        clock: The pipeline's clock.
+        telemetry: Where the `TimeoutEvent` goes.
+        own_time: Set the attempt's httpx phase timeouts to the time left, and
+            read an httpx timeout as this deadline passing (but
+            `httpx.PoolTimeout`, which is passed on).
+    """
+
+    __slots__ = (
+        "check_after",
+        "kind",
+        "now",
+        "own_time",
+        "real_time",
+        "seconds",
+        "telemetry",
+    )
+
+    def __init__(
+        self,
+        *,
+        seconds: float,
+        kind: DeadlineKind,
+        clock: Clock,
+        telemetry: Telemetry,
+        own_time: bool,
+    ) -> None:
+        self.seconds = seconds
+        self.kind: DeadlineKind = kind
+        self.now = reader(clock)
+        # On the system clock the loop's timer keeps the same time, so the cut
+        # fires at the deadline itself; any other clock is read afterwards.
+        self.check_after = not isinstance(clock, SystemClock)
+        self.real_time = self.now is real_time
+        self.telemetry = telemetry
+        self.own_time = own_time
+
+    def narrow(self, call: Call) -> float:
+        """Narrow the call's deadline to this timeout's; the seconds left."""
+        now = self.now()
+        seconds = self.seconds
+        if now + seconds < call.deadline:
+            call.deadline = now + seconds
+            call.deadline_kind = self.kind
+            call.deadline_span = seconds
+            # Exact, so that equal attempts carry equal httpx timeouts.
+            left = seconds
+        else:
+            left = call.deadline - now
+        if self.own_time:
+            call.phase_timeout = max(left, 0.0)
+        return left
+
+    def late(self, call: Call) -> bool:
+        """Whether the clock has passed the call's deadline (read afterwards)."""
+        return self.now() > call.deadline
+
+    def timed_out(self, exc: BaseException, passed: bool) -> bool:
+        """Whether `exc`, raised inside, is this deadline passing at the transport.
+
+        An httpx timeout is, with `own_time` (the transport's timeouts are the
+        deadline's) or once the deadline has `passed`; but never
+        `httpx.PoolTimeout`: the client's own pool, self-caused.
+        """
+        return (
+            isinstance(exc, httpx.TimeoutException)
+            and not isinstance(exc, httpx.PoolTimeout)
+            and (self.own_time or passed)
+        )
+
+    def expired(self, call: Call) -> ResilienceError:
+        """Report the deadline passing; the error to raise."""
+        kind, span = call.deadline_kind, call.deadline_span
+        self.telemetry.timeout(call.method, call.host, kind, span)
+        if kind == "attempt":
+            return AttemptTimeoutError(
+                f"{call.where()}: attempt {call.attempt} timed out after {span:g} s"
+            )
+        return TotalTimeoutError(
+            f"{call.where()}: no response within the total timeout of {span:g} s"
+        )
+
+
+class Narrowing:
+    """A timeout that does not cut: a deadline inside cuts for it.
+
+    It narrows the call's deadline for what runs inside (so the retry never
+    waits past it, and the inner timeout cuts at the earlier of both), and
+    restores the outer one afterwards. Both chains' handler.
+    """
+
+    __slots__ = ("_deadline", "_next", "_next_sync")
+
+    def __init__(self, next: AsyncHandler | SyncHandler, deadline: Deadline) -> None:
+        self._next = cast("AsyncHandler", next)
+        self._next_sync = cast("SyncHandler", next)
+        self._deadline = deadline
+
+    async def handle(self, request: httpx.Request, call: Call) -> httpx.Response:
+        """Run the inner handler under the narrowed deadline."""
+        deadline, kind, span = call.deadline, call.deadline_kind, call.deadline_span
+        phase_timeout = call.phase_timeout
+        self._deadline.narrow(call)
+        try:
+            return await self._next.handle(request, call)
+        finally:
+            call.deadline, call.deadline_kind, call.deadline_span = deadline, kind, span
+            call.phase_timeout = phase_timeout
+
+    def handle_sync(self, request: httpx.Request, call: Call) -> httpx.Response:
+        """Run the inner handler under the narrowed deadline."""
+        deadline, kind, span = call.deadline, call.deadline_kind, call.deadline_span
+        phase_timeout = call.phase_timeout
+        self._deadline.narrow(call)
+        try:
+            return self._next_sync.handle_sync(request, call)
+        finally:
+            call.deadline, call.deadline_kind, call.deadline_span = deadline, kind, span
+            call.phase_timeout = phase_timeout
+
+
+class DeadlineTimer:
+    """The one timer all deadlines of a transport's async chain share.
+
+    A `Deadlines` queue for the loop the chain runs on, made on first use and
+    again when the chain moves to another loop.
+    """
+
+    __slots__ = ("_deadlines",)
+
+    def __init__(self) -> None:
+        self._deadlines: Deadlines | None = None
+
+    def on(self, loop: asyncio.AbstractEventLoop) -> Deadlines:
+        """The queue of `loop`."""
+        deadlines = self._deadlines
+        if deadlines is None or deadlines.loop is not loop:
+            deadlines = self._deadlines = Deadlines(loop)
+        return deadlines
+
+
+class AsyncTimeout:
+    """Bounds what runs inside it by its `Deadline`: cuts the task when it passes.
+
+    Args:
+        next: The handler inside.
+        deadline: The timeout's decisions.
+        timer: The transport's one timer for every deadline.
+    """
+
+    __slots__ = ("_deadline", "_next", "_timer")
+
+    def __init__(
+        self, next: AsyncHandler, deadline: Deadline, timer: DeadlineTimer
+    ) -> None:
+        self._next = next
+        self._deadline = deadline
+        self._timer = timer
+
+    async def handle(self, request: httpx.Request, call: Call) -> httpx.Response:
+        """Run the inner handler within the deadline."""
+        rule = self._deadline
+        deadline, kind, span = call.deadline, call.deadline_kind, call.deadline_span
+        phase_timeout = call.phase_timeout
+        left = rule.narrow(call)
+        try:
+            if left <= 0:
+                raise rule.expired(call)
+            loop = asyncio.get_running_loop()
+            task = call.owner
+            if task is None:
+                task = call.owner = asyncio.current_task(loop)
+                if task is None:  # pragma: no cover - a coroutine runs in a task
+                    raise RuntimeError("the resilient transport must run in a task")
+            cut = Cut(task, loop.time() + left)
+            self._timer.on(loop).add(cut)
+            try:
+                response = await self._next.handle(request, call)
+            except BaseException as exc:
+                cut.finish()
+                cancelled = isinstance(exc, asyncio.CancelledError)
+                if cut.fired:
+                    if task.uncancel() and cancelled:
+                        raise  # cancelled from outside as well: that wins
+                    raise rule.expired(call) from (None if cancelled else exc)
+                if rule.timed_out(exc, False):
+                    raise rule.expired(call) from exc
+                raise
+            cut.finish()
+            if cut.fired:
+                # The inner code swallowed the cancellation and answered late.
+                task.uncancel()
+            if cut.fired or (rule.check_after and rule.late(call)):
+                await close_quietly(response)
+                raise rule.expired(call)
+            return response
+        finally:
+            call.deadline, call.deadline_kind, call.deadline_span = deadline, kind, span
+            call.phase_timeout = phase_timeout
+
+
+class SyncTimeout:
+    """`AsyncTimeout` for a sync chain: the attempt's sockets hold the deadline.
+
+    The deadline is checked on the clock afterwards as well: for a clock
+    other than the system's, and for a transport that cannot hold it.
+
+    Args:
+        next: The handler inside.
+        deadline: The timeout's decisions.
+    """
+
+    __slots__ = ("_deadline", "_next")
+
+    def __init__(self, next: SyncHandler, deadline: Deadline) -> None:
+        self._next = next
+        self._deadline = deadline
+
+    def handle_sync(self, request: httpx.Request, call: Call) -> httpx.Response:
+        """Run the inner handler, its socket operations held to the deadline."""
+        rule = self._deadline
+        deadline, kind, span = call.deadline, call.deadline_kind, call.deadline_span
+        phase_timeout = call.phase_timeout
+        left = rule.narrow(call)
+        try:
+            if left <= 0:
+                raise rule.expired(call)
+            # The deadline on the sockets' clock, which the pipeline's keeps too
+            # unless it is another clock (then: the time left, from now on).
+            when = call.deadline if rule.real_time else real_time() + left
+            held = ATTEMPT_DEADLINE
+            outer = held.when
+            if outer is not None and outer < when:
+                when = outer  # an attempt of another client around this one
+            held.when = when
+            try:
+                response = self._next.handle_sync(request, call)
+            except Exception as exc:
+                if rule.timed_out(exc, real_time() >= when):
+                    raise rule.expired(call) from exc
+                raise
+            finally:
+                held.when = outer
+            if rule.late(call):
+                close_quietly_sync(response)
+                raise rule.expired(call)
+            return response
+        finally:
+            call.deadline, call.deadline_kind, call.deadline_span = deadline, kind, span
+            call.phase_timeout = phase_timeout
+
+
+# The loop runs a timer up to its clock's resolution early; so does the queue.
+_RESOLUTION: Final = time.get_clock_info("monotonic").resolution
+
+
+class Cut:
+    """One attempt's deadline: cancels the attempt's task when it passes.
+
+    Attributes:
+        when: The deadline, in the loop's time.
+        done: Whether the attempt ended, or was cut.
+        fired: Whether the deadline passed while the attempt ran.
+    """
+
+    __slots__ = ("_timer", "done", "fired", "task", "when")
+
+    def __init__(self, task: asyncio.Task[Any], when: float) -> None:
+        self.task = task
+        self.when = when
+        self.fired = False
+        self.done = False
+        self._timer: asyncio.TimerHandle | None = None
+
+    def fire(self) -> None:
+        """The deadline passed: cancel the attempt, unless it already ended."""
+        if not self.done:
+            self.done = True
+            self.fired = True
+            self.task.cancel()
+
+    def arm(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Give this cut a loop timer of its own."""
+        self._timer = loop.call_at(self.when, self.fire)
+
+    def finish(self) -> None:
+        """The attempt ended: nothing is to be cut any more."""
+        self.done = True
+        if self._timer is not None:
+            self._timer.cancel()
+
+
+class Deadlines:
+    """The attempts in flight on one event loop, cut in deadline order.
+
+    Args:
+        loop: The running loop; the queue is only valid on it.
+
+    Example:
+        >>> async def main() -> bool:
+        ...     loop = asyncio.get_running_loop()
+        ...     deadlines = Deadlines(loop)
+        ...     cut = Cut(asyncio.current_task(), loop.time() + 0.001)
+        ...     deadlines.add(cut)
+        ...     try:
+        ...         await asyncio.Event().wait()
+        ...     except asyncio.CancelledError:
+        ...         asyncio.current_task().uncancel()
+        ...     return cut.fired
+        >>> asyncio.run(main())
+        True
+    """
+
+    __slots__ = ("_armed", "_queue", "_timer", "loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self._queue: deque[Cut] = deque()
+        self._timer: asyncio.TimerHandle | None = None
+        self._armed = math.inf
+
+    def __len__(self) -> int:
+        """Entries queued, done ones not yet dropped included."""
+        return len(self._queue)
+
+    def add(self, cut: Cut) -> None:
+        """Cut `cut.task` at `cut.when` unless `cut.finish()` comes first."""
+        queue = self._queue
+        while queue and queue[0].done:
+            queue.popleft()
+        if queue and cut.when < queue[-1].when:
+            cut.arm(self.loop)
+            return
+        queue.append(cut)
+        # The timer may be set for a head long gone: re-arm when it is later
+        # than the queue's first deadline (a drained queue, a shorter timeout).
+        if self._timer is None or queue[0].when < self._armed:
+            self._arm(queue[0].when)
+
+    def _arm(self, when: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._armed = when
+        self._timer = self.loop.call_at(when, self._expire)
+
+    def _expire(self) -> None:
+        self._timer = None
+        queue = self._queue
+        now = self.loop.time() + _RESOLUTION
+        while queue:
+            head = queue[0]
+            if not head.done:
+                if head.when > now:
+                    self._arm(head.when)
+                    return
+                head.fire()
+            queue.popleft()
+
+
+DEFAULT_ATTEMPT_TIMEOUT: Final = timedelta(seconds=10)
+DEFAULT_TOTAL_REQUEST_TIMEOUT: Final = timedelta(seconds=30)
+DEFAULT_OWN_TRANSPORT_TIMEOUT: Final = True
+
+
+class TimeoutOptions(BaseModel):
+    """A timeout of a pipeline (internal: `add_timeout` builds it).
+
+    Attributes:
+        timeout: The limit of what runs inside the timeout; more than zero.
+        own_transport_timeout: When it is the pipeline's innermost timeout,
+            set each attempt's httpx timeouts from the time it has left.
+    """
+
+    model_config = FROZEN
+
+    timeout: Duration = Field(gt=timedelta(0))
+    own_transport_timeout: bool = DEFAULT_OWN_TRANSPORT_TIMEOUT
+
+    if TYPE_CHECKING:
+        # Durations in every form pydantic reads; see `HttpResilienceOptions`.
+        def __init__(
+            self,
+            *,
+            timeout: DurationInput,
+            own_transport_timeout: bool = DEFAULT_OWN_TRANSPORT_TIMEOUT,
+        ) -> None: ...
+
+    @property
+    def label(self) -> str:
+        """``"timeout 1 s"``."""
+        return f"timeout {self.timeout.total_seconds():g} s"
+
+    is_deadline: ClassVar[bool] = True
+    repeats: ClassVar[bool] = False
+
+    @property
+    def waits_outside_attempts(self) -> bool:
+        """A timeout never waits."""
+        return False
+
+    def will_repeat(self, request: httpx.Request) -> bool:
+        """Never: a timeout sends nothing twice."""
+        return False
+
+    def _deadline(self, context: BuildContext, place: Placement) -> Deadline:
+        return Deadline(
+            seconds=self.timeout.total_seconds(),
+            kind="total" if place.repeated else "attempt",
+            clock=context.clock,
+            telemetry=context.telemetry,
+            own_time=place.owns_time and self.own_transport_timeout,
+        )
+
+    def build_async(
+        self, next: AsyncHandler, context: BuildContext, place: Placement
+    ) -> AsyncHandler:
+        """A timeout that cuts the task where it must, or only narrows."""
+        deadline = self._deadline(context, place)
+        if not place.cut:
+            return Narrowing(next, deadline)
+        return AsyncTimeout(next, deadline, context.shared(DeadlineTimer))
+
+    def build_sync(
+        self, next: SyncHandler, context: BuildContext, place: Placement
+    ) -> SyncHandler:
+        """A timeout held at the attempt's sockets where it must, or only narrows."""
+        deadline = self._deadline(context, place)
+        if not place.cut:
+            return Narrowing(next, deadline)
+        return SyncTimeout(next, deadline)

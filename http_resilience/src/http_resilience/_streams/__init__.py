@@ -1,0 +1,1 @@
+"""Retry for streams that break half-way, and bodies that resume with ``Range``."""

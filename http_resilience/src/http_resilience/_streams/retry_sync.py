@@ -1,0 +1,176 @@
+# Generated from retry.py by tools/unasync.py; do not edit.
+# Edit the async source and run `python tools/unasync.py`.
+"""`with_retry_sync`: retry for a stream that breaks half-way.
+
+A thin loop over one decision (`StreamRetryDecision`): iterate the source,
+close it, ask the decision, sleep on the clock, call the factory again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Iterable, Iterator
+from typing import Any, TypeVar
+
+from http_resilience._core.clock import Clock
+from http_resilience._streams.decision import StreamRetryContext, StreamRetryDecision
+from http_resilience._streams.options import StreamRetryOptions
+from http_resilience._streams.retry_support import (
+    announce,
+    check_factory,
+    check_options,
+    keep_suppressed,
+)
+
+__all__ = ["retry_stream_sync", "with_retry_sync"]
+
+T = TypeVar("T")
+
+
+def with_retry_sync(
+    factory: Callable[[StreamRetryContext], Iterable[T]],
+    options: StreamRetryOptions | None = None,
+) -> Generator[T, None, None]:
+    """Iterate the iterable `factory` returns, asking again when it breaks.
+
+    `factory(context)` is called once per attempt and its items are passed on
+    as they come. When the source raises an `Exception`, the retry is decided by
+    `options`: `should_retry`, the budget (`max_retry_attempts` for the whole
+    stream) and `partial_stream_policy`. Under the default
+    `RETHROW_MID_STREAM` only a failure before the first item is retried, so no
+    item ever comes twice.
+
+    Before a retry the backoff is waited on `options.clock.sleep_sync`, also when
+    it is zero.
+
+    The source's iterator is closed (`close`, when it has one) on every path:
+    completion, failure, cancellation, and a consumer that stops early: close
+    the returned generator (`contextlib.closing`) and the source is closed.
+    Cancellation and other `BaseException`s that are not `Exception`s are
+    never classified and never retried.
+
+    Args:
+        factory: Called with a `StreamRetryContext` for each attempt; returns
+            an iterable (a generator, typically).
+        options: How to retry; default `StreamRetryOptions()` (3 retries,
+            200 ms base delay doubling up to 30 s, with jitter).
+
+    Returns:
+        A generator of the source's items.
+
+    Raises:
+        TypeError: At the call, if `factory` is not callable or `options` is
+            not a `StreamRetryOptions`; when iterated, if `factory` returns
+            something that is not an iterable.
+        Exception: When iterated, the failure that ended the stream: the first
+            failure of the last attempt (see `suppressed_failure`).
+
+    Example:
+        >>> def numbers(context: StreamRetryContext):
+        ...     for n in range(context.items_yielded, 3):
+        ...         yield n
+        >>> def main() -> list[int]:
+        ...     return [n for n in with_retry_sync(numbers)]
+        >>> main()
+        [0, 1, 2]
+    """
+    check_factory(factory, "with_retry_sync")
+    checked = check_options(options, "with_retry_sync")
+    return retry_stream_sync(factory, StreamRetryDecision(checked), checked.clock)
+
+
+def retry_stream_sync(
+    factory: Callable[[StreamRetryContext], Iterable[T]],
+    decision: StreamRetryDecision,
+    clock: Clock,
+    size: Callable[[T], int] | None = None,
+) -> Generator[T, None, None]:
+    """The sync loop behind `with_retry_sync`; `size` counts an item (default 1)."""
+    counting = size is not None or decision.restarts_mid_stream
+    attempt_number = 1
+    yielded = 0
+    while True:
+        failure: Exception | None = None
+        try:
+            source = factory(StreamRetryContext(attempt_number, yielded))
+        except Exception as exc:
+            failure = exc
+        else:
+            iterator = iter(source)
+            # A failure of the source is classified; an exception thrown in at
+            # `yield` (the consumer stopping) never is. `at_yield` tells them apart.
+            at_yield = False
+            try:
+                if counting:
+                    try:
+                        if size is None:
+                            for item in iterator:
+                                at_yield = True
+                                yield item
+                                at_yield = False
+                                yielded += 1
+                        else:
+                            for item in iterator:
+                                at_yield = True
+                                yield item
+                                at_yield = False
+                                yielded += size(item)
+                    except Exception as exc:
+                        if at_yield:
+                            raise
+                        failure = exc
+                else:
+                    # Only the first item matters here: once one is out, any
+                    # failure is final, so the rest is passed on uncounted.
+                    try:
+                        first = next(iterator)
+                    except StopIteration:
+                        pass
+                    except Exception as exc:
+                        failure = exc
+                    else:
+                        yielded = 1
+                        yield first
+                        for item in iterator:
+                            yield item
+            except BaseException as stop:
+                _close_after_stop(iterator, stop)
+                raise
+            failure = _close(iterator, failure)
+        if failure is None:
+            return
+        delay = decision.delay_before_retry(attempt_number, yielded, failure)
+        if delay is None:
+            raise failure
+        announce(attempt_number, yielded, failure, delay)
+        clock.sleep_sync(delay)
+        attempt_number += 1
+
+
+def _close(iterator: Iterator[Any], failure: Exception | None) -> Exception | None:
+    close = getattr(iterator, "close", None)
+    if close is None:
+        return failure
+    try:
+        close()
+    except Exception as exc:
+        if failure is None:
+            return exc
+        keep_suppressed(failure, exc)
+    except BaseException as stop:
+        if failure is not None:
+            keep_suppressed(stop, failure)
+        raise
+    return failure
+
+
+def _close_after_stop(iterator: Iterator[Any], stop: BaseException) -> None:
+    close = getattr(iterator, "close", None)
+    if close is None:
+        return
+    try:
+        close()
+    except Exception as exc:
+        keep_suppressed(stop, exc)
+    except BaseException as other:
+        keep_suppressed(other, stop)
+        raise

@@ -1,0 +1,1 @@
+"""What users plug in: resilient transports, clients, factory, correlation, ASGI."""

@@ -1,0 +1,195 @@
+"""An ASGI middleware that answers the pipeline's errors with problem details.
+
+A service that calls other services through `http_resilience` lets a
+`ResilienceError` escape its handler; this middleware turns it into an RFC 9457
+``application/problem+json`` response its own callers can act on. Pure ASGI: it
+needs no web framework.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Awaitable, Callable, MutableMapping
+from http import HTTPStatus
+from typing import Any, Final, cast
+
+import httpx
+
+from http_resilience._core.classify import SELF_CAUSED_EXCEPTIONS
+from http_resilience._core.errors import (
+    AttemptTimeoutError,
+    BrokenCircuitError,
+    RateLimitedError,
+    ResilienceError,
+    TotalTimeoutError,
+)
+from http_resilience._core.retry_after import MAX_RETRY_AFTER
+
+__all__ = ["ResilienceErrorMiddleware"]
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+_DETAILS: Final = {
+    HTTPStatus.SERVICE_UNAVAILABLE: (
+        "A service this one depends on is unavailable. Try again later."
+    ),
+    HTTPStatus.BAD_GATEWAY: (
+        "A service this one depends on answered badly or not at all. Try again later."
+    ),
+    HTTPStatus.GATEWAY_TIMEOUT: (
+        "A service this one depends on did not answer in time. Try again later."
+    ),
+    HTTPStatus.TOO_MANY_REQUESTS: (
+        "This service is at its limit for calls to a service it depends on. "
+        "Try again later."
+    ),
+}
+
+_CAUTION: Final = (
+    HTTPStatus.SERVICE_UNAVAILABLE,
+    HTTPStatus.TOO_MANY_REQUESTS,
+    HTTPStatus.GATEWAY_TIMEOUT,
+    HTTPStatus.BAD_GATEWAY,
+)
+"""The statuses from the most conservative (the caller should hold back most)
+to the least; a group of errors is answered with the first its members reach."""
+
+_OVERLOAD_WAIT: Final = 1.0
+"""The ``Retry-After`` of a local limiter's refusal that knows no wait: a slot
+frees as soon as a call in flight ends."""
+
+
+class ResilienceErrorMiddleware:
+    """Answers the pipeline's errors raised by the wrapped app with problem+json.
+
+    The mapping follows who failed:
+
+    - `BrokenCircuitError`, and any `ResilienceError` not named here: 503;
+    - `AttemptTimeoutError` and `TotalTimeoutError`: 504;
+    - `RateLimitedError` of the local limiter (``reason="concurrency_limit"``):
+      503, this service's own overload, with ``Retry-After`` (1 s when the
+      error knows no wait); of a published quota (``reason="quota"``): 429;
+    - `httpx.TransportError` left after the retries: 502; but
+      `httpx.PoolTimeout` (this service's own pool is full) is 503, and an
+      error the client caused itself (`httpx.LocalProtocolError`,
+      `httpx.UnsupportedProtocol`) is this service's bug: re-raised.
+
+    An `ExceptionGroup` (a mediator's ``publish`` raises one when handlers
+    fail), nested groups included, is answered when every error in it maps:
+    with the most conservative status of its members (503, then 429, 504,
+    502) and the longest ``Retry-After`` among them. A group holding any other
+    error, beside resilience errors or not, is re-raised whole: the server
+    answers 500, as for that error alone.
+
+    ``Retry-After`` is in whole seconds, rounded up, and at most a day (what
+    readers, ours included, heed at most). The body (RFC 9457) holds
+    ``type``, ``title``, ``status`` and a fixed ``detail``: never the
+    exception's message, which names clients and hosts.
+
+    An error raised after the app started its response cannot change it, and
+    is re-raised; so is every exception that does not map. Scopes other than
+    ``http`` pass through untouched.
+
+    Args:
+        app: The ASGI application to wrap.
+
+    Example:
+        >>> import asyncio, httpx
+        >>> async def app(scope, receive, send):
+        ...     raise RateLimitedError("client 'inventory' is full", retry_after=1.2)
+        >>> async def main():
+        ...     wrapped = httpx.ASGITransport(app=ResilienceErrorMiddleware(app))
+        ...     async with httpx.AsyncClient(transport=wrapped) as client:
+        ...         response = await client.get("http://service/stock")
+        ...     return response.status_code, response.headers["retry-after"]
+        >>> asyncio.run(main())
+        (503, '2')
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Run the app; answer an error that maps, raised before it responded."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def watched_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watched_send)
+        except Exception as error:
+            answer = None if started else _answer(error)
+            if answer is None:
+                raise
+            await _send_problem(send, *answer)
+
+
+def _answer(error: BaseException) -> tuple[HTTPStatus, float | None] | None:
+    """The status and the wait (seconds) for `error`; None when it does not map."""
+    if isinstance(error, BaseExceptionGroup):
+        group = cast("BaseExceptionGroup[BaseException]", error)
+        answers = [_answer(member) for member in group.exceptions]
+        known = [answer for answer in answers if answer is not None]
+        if len(known) < len(answers):
+            return None
+        status = min((s for s, _ in known), key=_CAUTION.index)
+        waits = [wait for _, wait in known if wait is not None]
+        return status, max(waits) if waits else None
+    if isinstance(error, AttemptTimeoutError | TotalTimeoutError):
+        return HTTPStatus.GATEWAY_TIMEOUT, None
+    if isinstance(error, RateLimitedError):
+        if error.reason == "quota":
+            return HTTPStatus.TOO_MANY_REQUESTS, _finite(error.retry_after)
+        wait = _finite(error.retry_after)
+        return HTTPStatus.SERVICE_UNAVAILABLE, _OVERLOAD_WAIT if wait is None else wait
+    if isinstance(error, BrokenCircuitError):
+        return HTTPStatus.SERVICE_UNAVAILABLE, _finite(error.retry_after)
+    if isinstance(error, ResilienceError):
+        return HTTPStatus.SERVICE_UNAVAILABLE, None
+    if isinstance(error, httpx.PoolTimeout):
+        return HTTPStatus.SERVICE_UNAVAILABLE, None
+    if isinstance(error, SELF_CAUSED_EXCEPTIONS):
+        return None
+    if isinstance(error, httpx.TransportError):
+        return HTTPStatus.BAD_GATEWAY, None
+    return None
+
+
+def _finite(wait: float | None) -> float | None:
+    return wait if wait is not None and math.isfinite(wait) else None
+
+
+def _retry_after(wait: float) -> str:
+    """Whole seconds to wait, rounded up, at most a day."""
+    return str(min(max(0, math.ceil(wait)), int(MAX_RETRY_AFTER)))
+
+
+async def _send_problem(send: Send, status: HTTPStatus, wait: float | None) -> None:
+    problem = {
+        "type": "about:blank",
+        "title": status.phrase,
+        "status": status.value,
+        "detail": _DETAILS[status],
+    }
+    body = json.dumps(problem).encode()
+    headers = [
+        (b"content-type", b"application/problem+json"),
+        (b"content-length", str(len(body)).encode()),
+    ]
+    if wait is not None:
+        headers.append((b"retry-after", _retry_after(wait).encode()))
+    start = {"type": "http.response.start", "status": status.value}
+    await send({**start, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

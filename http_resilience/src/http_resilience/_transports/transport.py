@@ -1,0 +1,400 @@
+"""`AsyncResilientTransport` and `ResilientTransport`: the standard pipeline.
+
+A resilient transport wraps any httpx transport and runs each request through
+the standard pipeline, outermost first: concurrency limiter, total timeout,
+retry, circuit breaker, attempt timeout; or through a `ResiliencePipeline` of
+your own. Either way the builder chains the steps' strategies once per
+transport (the standard pipeline is its preset, `standard_steps`); the two
+transports are thin drivers that build a `Call` per request and hand it to
+the chain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random as _random
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+import httpx
+
+from http_resilience._core.builder import (
+    BuildContext,
+    BuiltPipeline,
+    StepOptions,
+    build_async,
+    build_sync,
+)
+from http_resilience._core.clock import SYSTEM_CLOCK, Clock
+from http_resilience._core.errors import ResilienceLayerError
+from http_resilience._core.events import HttpEventListener
+from http_resilience._core.hosts import host_key
+from http_resilience._core.pipeline import (
+    LAYER_MARK,
+    AsyncHandler,
+    AsyncSend,
+    Call,
+    Stamp,
+    SyncHandler,
+    SyncSend,
+    marked_by,
+)
+from http_resilience._core.telemetry import Telemetry
+from http_resilience._strategies.pipeline import ResiliencePipeline
+from http_resilience._strategies.standard import HttpResilienceOptions, standard_steps
+from http_resilience._transports.sync_deadline import hold_deadlines
+
+__all__ = [
+    "AsyncResilientTransport",
+    "ResilientTransport",
+    "refuse_second_layer",
+    "resolve_options",
+    "resolve_pipeline",
+]
+
+
+InnerT = TypeVar("InnerT", httpx.AsyncBaseTransport, httpx.BaseTransport)
+
+
+def refuse_second_layer(inner: object, name: str) -> None:
+    """Raise `ResilienceLayerError` if `inner` is a resilient transport."""
+    if isinstance(inner, _Resilient):
+        raise ResilienceLayerError(
+            f"HTTP client {name!r}: the transport is already resilient "
+            f"(client {inner.name!r}); one resilience layer per client, or "
+            "retries multiply"
+        )
+
+
+def _inner_or_default(
+    inner: object,
+    name: str,
+    kind: type[InnerT],
+    default: Callable[[], InnerT],
+    wraps: str,
+) -> InnerT:
+    """`inner`, or a `default()` one when None; refused when of the wrong `kind`.
+
+    Raises:
+        ResilienceLayerError: `inner` is already resilient.
+        TypeError: `inner` is not a `kind` (the message says what `wraps`).
+    """
+    refuse_second_layer(inner, name)
+    if inner is None:
+        return default()
+    if not isinstance(inner, kind):
+        raise TypeError(
+            f"HTTP client {name!r}: {wraps}, got {type(inner).__qualname__}"
+        )
+    return inner
+
+
+def resolve_options(
+    options: object, config: Mapping[str, Any] | None, name: str
+) -> HttpResilienceOptions:
+    """`options`, or the client's options read from `config` and the environment.
+
+    Raises:
+        TypeError: `options` is neither None nor `HttpResilienceOptions`.
+        pydantic.ValidationError: The configuration is invalid (names `name`).
+    """
+    if options is None:
+        return HttpResilienceOptions.from_config(config, client=name)
+    if not isinstance(options, HttpResilienceOptions):
+        raise TypeError(
+            f"HTTP client {name!r}: options must be HttpResilienceOptions or None, "
+            f"got {type(options).__qualname__}"
+        )
+    return options
+
+
+def resolve_pipeline(
+    pipeline: object, options: object, config: object, name: str, *, sync: bool
+) -> ResiliencePipeline:
+    """`pipeline`, checked for the transport it goes to.
+
+    Raises:
+        TypeError: `options` or `config` given as well (they configure the
+            standard pipeline), `pipeline` is not a `ResiliencePipeline`, or it
+            hedges and the client is sync.
+    """
+    if options is not None:
+        raise TypeError(
+            f"HTTP client {name!r}: give options= (the standard pipeline) or "
+            "pipeline= (your own), not both"
+        )
+    if config is not None:
+        raise TypeError(
+            f"HTTP client {name!r}: config= configures the standard pipeline; "
+            "a pipeline= carries its own options"
+        )
+    if not isinstance(pipeline, ResiliencePipeline):
+        raise TypeError(
+            f"HTTP client {name!r}: pipeline must be a ResiliencePipeline, "
+            f"got {type(pipeline).__qualname__}"
+        )
+    if sync and pipeline.async_only:
+        raise TypeError(
+            f"HTTP client {name!r}: hedging needs an async client; a sync "
+            "attempt cannot be cancelled, so a hedge's loser would run to its end"
+        )
+    return pipeline
+
+
+class _Resilient:
+    """What the two transports share: options, decision, chain, layer checks."""
+
+    name: str
+    options: HttpResilienceOptions | None
+    pipeline: ResiliencePipeline | None
+    _will_retry: Callable[[httpx.Request], bool]
+
+    def _steps(
+        self,
+        options: object,
+        config: Mapping[str, Any] | None,
+        name: str,
+        listeners: Sequence[HttpEventListener],
+        pipeline: object,
+    ) -> tuple[StepOptions, ...]:
+        """The steps to build: the custom pipeline's, or the standard preset's."""
+        self.name = name
+        self._telemetry = Telemetry(name, listeners)
+        if pipeline is not None:
+            self.pipeline = resolve_pipeline(
+                pipeline,
+                options,
+                config,
+                name,
+                sync=isinstance(self, httpx.BaseTransport),
+            )
+            self.options = None
+            return self.pipeline.steps
+        self.pipeline = None
+        self.options = resolve_options(options, config, name)
+        return standard_steps(self.options)
+
+    def _context(
+        self, clock: Clock | None, random: Callable[[], float] | None
+    ) -> BuildContext:
+        return BuildContext(
+            clock or SYSTEM_CLOCK, self._telemetry, random or _random.random
+        )
+
+    def will_retry(self, request: httpx.Request) -> bool:
+        """Whether a failed attempt of `request` would be sent again.
+
+        True when retries are on, the method is safe or idempotent (or unsafe
+        methods are allowed, or the request has an ``Idempotency-Key``), and
+        the body can be replayed. Says nothing of time or the breaker. With a
+        custom pipeline: whether one of its retries would, or its hedging
+        could send it more than once.
+        """
+        return self._will_retry(request)
+
+    def _call(self, request: httpx.Request, owner: Callable[[], object]) -> Call:
+        # A mark is rare: looking up who runs this call is paid for only then.
+        if LAYER_MARK in request.extensions and marked_by(request, owner()):
+            raise ResilienceLayerError(
+                f"HTTP client {self.name!r}: this request is an attempt of another "
+                "resilient transport; one resilience layer per client, or retries "
+                "multiply"
+            )
+        return Call(self.name, request.method, host_key(request.url))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r})"
+
+
+class AsyncResilientTransport(_Resilient, httpx.AsyncBaseTransport):
+    """An httpx async transport that runs every request through the standard pipeline.
+
+    Outermost first: concurrency limiter, total timeout, retry, circuit breaker
+    (per host by default), attempt timeout; see `HttpResilienceOptions` for
+    each. Keep one per client for the life of the process: the breakers live
+    here, and a transport rebuilt per call forgets them.
+
+    A request that keeps failing returns its last response; a transport
+    failure on the last attempt is raised. Responses a retry supersedes are
+    closed. Every attempt is a fresh request; a one-shot body (a generator, an
+    async iterator, a file-like stream) is sent once and never retried. With
+    `own_transport_timeout` each attempt's httpx timeouts are set from its own
+    deadline, so the client's ``timeout=`` neither cuts an attempt short nor
+    outlasts it.
+
+    Give `pipeline` instead of `options` to run strategies of your own, in
+    your own order (`ResiliencePipeline`), hedging included.
+
+    It runs on asyncio, on one event loop at a time.
+
+    Args:
+        inner: The transport that sends; default `httpx.AsyncHTTPTransport()`.
+        options: The standard pipeline's options. When None (and no
+            `pipeline`), they are read for `name` from `config` and
+            ``RESILIENCE__HTTP__...`` environment variables (see
+            `HttpResilienceOptions.from_config`).
+        pipeline: A custom pipeline to run instead of the standard one.
+        config: The whole configuration mapping, read when `options` is None.
+        name: The client's name, in events, logs and errors.
+        clock: Where time is read and waits happen; `FakeClock` in tests.
+        listeners: Called with every event (`HttpEventListener`).
+        random: Returns a float in [0, 1) for the retry jitter.
+        _stamp: Internal: what an `HttpClientFactory` client runs on every
+            attempt before it is sent (writes the call's correlation id).
+
+    Raises:
+        ResilienceLayerError: `inner` is already resilient; on a request, if it
+            is an attempt of another resilient transport (hidden behind a
+            wrapper) running in the same task.
+        TypeError: `inner` is not an async transport, `options` is not
+            `HttpResilienceOptions`, or `pipeline` is given with `options` or
+            `config`.
+        pydantic.ValidationError: The configuration is invalid, naming `name`.
+
+    Attributes:
+        options: The standard pipeline's options; None with a `pipeline`.
+        pipeline: The custom pipeline; None for the standard one.
+
+    Example:
+        >>> import asyncio
+        >>> transport = AsyncResilientTransport(
+        ...     httpx.MockTransport(lambda request: httpx.Response(200)),
+        ...     name="inventory",
+        ... )
+        >>> async def main() -> int:
+        ...     async with httpx.AsyncClient(transport=transport) as client:
+        ...         return (await client.get("http://inventory.local/items")).status_code
+        >>> asyncio.run(main())
+        200
+    """
+
+    def __init__(
+        self,
+        inner: httpx.AsyncBaseTransport | None = None,
+        *,
+        options: HttpResilienceOptions | None = None,
+        pipeline: ResiliencePipeline | None = None,
+        config: Mapping[str, Any] | None = None,
+        name: str = "default",
+        clock: Clock | None = None,
+        listeners: Sequence[HttpEventListener] = (),
+        random: Callable[[], float] | None = None,
+        _stamp: Stamp | None = None,
+    ) -> None:
+        inner = _inner_or_default(
+            inner,
+            name,
+            httpx.AsyncBaseTransport,
+            httpx.AsyncHTTPTransport,
+            "AsyncResilientTransport wraps an async transport",
+        )
+        self._inner = inner
+        steps = self._steps(options, config, name, listeners, pipeline)
+        self._built: BuiltPipeline[AsyncHandler] = build_async(
+            steps, AsyncSend(inner, _stamp), self._context(clock, random)
+        )
+        self._chain = self._built.handler
+        self._will_retry = self._built.will_retry
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        """Send `request` through the pipeline.
+
+        Raises:
+            BrokenCircuitError: The host's circuit is open; nothing was sent.
+            RateLimitedError: The concurrency limit and its queue are full.
+            AttemptTimeoutError: The last attempt timed out.
+            TotalTimeoutError: The call ran out of its total time.
+            httpx.TransportError: The last attempt failed in transport.
+            ResilienceLayerError: The request is an attempt of another
+                resilient transport: a second layer.
+        """
+        return await self._chain.handle(
+            request, self._call(request, asyncio.current_task)
+        )
+
+    async def aclose(self) -> None:
+        """Close the wrapped transport."""
+        await self._inner.aclose()
+
+
+class ResilientTransport(_Resilient, httpx.BaseTransport):
+    """The sync twin of `AsyncResilientTransport`, for `httpx.Client`.
+
+    The same pipeline and options; safe to share between threads (the breakers
+    and the limiter take a lock). A sync attempt cannot be cancelled, so it is
+    held to its deadline from inside: when `inner` is an `httpx.HTTPTransport`
+    (the default), every connect, TLS handshake, socket read and write of an
+    attempt waits at most for the time left, so a server that sends its
+    answer's head a byte at a time cannot hold the attempt past its deadline.
+    Around any other transport an attempt is bounded by the httpx timeouts
+    the pipeline sets from its deadline (`own_transport_timeout`), each of
+    which a slow server can restart with every byte. Either way an answer
+    that arrives past the deadline counts as a timeout.
+
+    Args:
+        inner: The transport that sends; default `httpx.HTTPTransport()`.
+        options: As for `AsyncResilientTransport`.
+        pipeline: As for `AsyncResilientTransport`, without hedging.
+        config: As for `AsyncResilientTransport`.
+        name: As for `AsyncResilientTransport`.
+        clock: As for `AsyncResilientTransport`; waits use `sleep_sync`.
+        listeners: As for `AsyncResilientTransport`.
+        random: As for `AsyncResilientTransport`.
+        _stamp: As for `AsyncResilientTransport`.
+
+    Raises:
+        ResilienceLayerError: As for `AsyncResilientTransport`.
+        TypeError: `inner` is not a sync transport, `options` is not
+            `HttpResilienceOptions`, `pipeline` is given with `options` or
+            `config`, or `pipeline` hedges (a blocking attempt cannot be
+            cancelled, so a hedge's loser would run on to its end).
+        pydantic.ValidationError: The configuration is invalid, naming `name`.
+
+    Example:
+        >>> transport = ResilientTransport(
+        ...     httpx.MockTransport(lambda request: httpx.Response(204)),
+        ... )
+        >>> with httpx.Client(transport=transport) as client:
+        ...     client.delete("http://inventory.local/items/7").status_code
+        204
+    """
+
+    def __init__(
+        self,
+        inner: httpx.BaseTransport | None = None,
+        *,
+        options: HttpResilienceOptions | None = None,
+        pipeline: ResiliencePipeline | None = None,
+        config: Mapping[str, Any] | None = None,
+        name: str = "default",
+        clock: Clock | None = None,
+        listeners: Sequence[HttpEventListener] = (),
+        random: Callable[[], float] | None = None,
+        _stamp: Stamp | None = None,
+    ) -> None:
+        inner = _inner_or_default(
+            inner,
+            name,
+            httpx.BaseTransport,
+            httpx.HTTPTransport,
+            "ResilientTransport wraps a sync transport",
+        )
+        hold_deadlines(inner)
+        self._inner = inner
+        steps = self._steps(options, config, name, listeners, pipeline)
+        self._built: BuiltPipeline[SyncHandler] = build_sync(
+            steps, SyncSend(inner, _stamp), self._context(clock, random)
+        )
+        self._chain = self._built.handler
+        self._will_retry = self._built.will_retry
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        """Send `request` through the pipeline; raises as the async twin does."""
+        return self._chain.handle_sync(
+            request, self._call(request, threading.get_ident)
+        )
+
+    def close(self) -> None:
+        """Close the wrapped transport."""
+        self._inner.close()
