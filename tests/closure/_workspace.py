@@ -25,6 +25,8 @@ class Member:
 
     directory: str
     import_name: str
+    name: str
+    """The distribution's name, as published on the public index."""
 
     @property
     def path(self) -> Path:
@@ -32,7 +34,12 @@ class Member:
 
     @property
     def distribution(self) -> NormalizedName:
-        return canonicalize_name(self.import_name)
+        return canonicalize_name(self.name)
+
+    @property
+    def file_stem(self) -> str:
+        """How wheel, sdist and dist-info names spell the distribution."""
+        return self.distribution.replace("-", "_")
 
     def pyproject(self) -> dict[str, Any]:
         return load_toml(self.path / "pyproject.toml")
@@ -62,12 +69,28 @@ class Member:
         return sources
 
 
-MEDIATOR = Member("mediator", "mediator")
-MEDIATOR_RESILIENCE = Member("mediator_resilience", "mediator_resilience")
-HTTP_RESILIENCE = Member("http_resilience", "http_resilience")
+# The import name `mediator` is not the distribution's: on the public index the
+# name `mediator` belongs to an unrelated 2017 project.
+MEDIATOR = Member("mediator", "mediator", "mediator-core")
+MEDIATOR_RESILIENCE = Member(
+    "mediator_resilience", "mediator_resilience", "mediator-resilience"
+)
+HTTP_RESILIENCE = Member("http_resilience", "http_resilience", "http-resilience")
+# Names taken on the public index by projects that are not ours.
+FOREIGN_NAMES = frozenset({canonicalize_name("mediator")})
 MEMBERS = (MEDIATOR, MEDIATOR_RESILIENCE, HTTP_RESILIENCE)
 MEMBER_IDS = [member.distribution for member in MEMBERS]
 BY_DISTRIBUTION = {member.distribution: member for member in MEMBERS}
+
+
+@dataclass(frozen=True)
+class Built:
+    """The members' distributions, as they would be uploaded."""
+
+    index: Path
+    """A local folder index (`--find-links`) holding exactly the wheels."""
+    wheels: dict[NormalizedName, Path]
+    sdists: dict[NormalizedName, Path]
 
 
 def root_pyproject() -> dict[str, Any]:
@@ -78,3 +101,15 @@ def workspace_dependencies(member: Member) -> list[Member]:
     """The other members that `member` requires at run time."""
     names = {canonicalize_name(req.name) for req in member.requirements()}
     return [other for other in MEMBERS if other.distribution in names]
+
+
+def third_party_requirements(
+    member: Member, extras: tuple[str, ...] = ()
+) -> list[Requirement]:
+    """What `member` (with `extras`) and the members it requires need from elsewhere."""
+    wanted = member.requirements() + [
+        req for extra in extras for req in member.extras()[extra]
+    ]
+    for other in workspace_dependencies(member):
+        wanted += other.requirements()
+    return [req for req in wanted if canonicalize_name(req.name) not in BY_DISTRIBUTION]

@@ -16,13 +16,13 @@ from typing import Any
 
 import pytest
 from packaging.requirements import Requirement
-from packaging.specifiers import Specifier, SpecifierSet
+from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
 
 from ._process import run
 from ._workspace import (
     BY_DISTRIBUTION,
+    FOREIGN_NAMES,
     MEDIATOR,
     MEDIATOR_RESILIENCE,
     MEMBER_IDS,
@@ -53,13 +53,13 @@ class Allowed:
 
 
 ALLOWED: Mapping[str, Allowed] = {
-    "mediator": Allowed(
+    "mediator-core": Allowed(
         required=frozenset({"pydantic", "injector"}),
         extras={"sqlalchemy": ("sqlalchemy",)},
         requirement_extras={"sqlalchemy": frozenset({"asyncio"})},
     ),
     "mediator-resilience": Allowed(
-        required=frozenset({"mediator", "tenacity", "pydantic"}),
+        required=frozenset({"mediator-core", "tenacity", "pydantic"}),
     ),
     "http-resilience": Allowed(
         required=frozenset({"httpx", "pydantic"}),
@@ -166,23 +166,35 @@ def test_requirements_ask_for_no_extras_of_their_own(member: Member) -> None:
 
 
 # --- the other `mediator` ----------------------------------------------------------
-# The name `mediator` on the public index belongs to an unrelated 2017 project whose
-# releases are all 0.x (latest 0.4.0). Our own version line starts far above it.
+# The name `mediator` on the public index belongs to an unrelated 2017 project
+# (releases 0.x, the latest 0.4.0). Our mediator is published as `mediator-core`,
+# and nothing of ours may be called, or ask for, the other name.
 
-FOREIGN_MEDIATOR_VERSIONS = [
-    "0.0.1",
-    "0.1",
-    "0.3.2",
-    "0.4.0",
-    "0.4.0.post1",
-    "0.4.1",
-    "0.5.0a1",
-    "0.99.99",
-    "1.0",
-    "1.0.0rc1",
-    "1.2.3",
-    "1.99.99.post9.dev1",
-]
+
+def test_no_distribution_takes_or_requires_a_foreign_name() -> None:
+    problems: list[str] = []
+    for member in MEMBERS:
+        if member.distribution in FOREIGN_NAMES:
+            problems.append(f"{member.directory}/ is published as {member.name!r}")
+        every = member.requirements() + [
+            req for requirements in member.extras().values() for req in requirements
+        ]
+        problems += [
+            f"{member.distribution} requires {req}"
+            for req in every
+            if canonicalize_name(req.name) in FOREIGN_NAMES
+        ]
+    dev: list[str] = root_pyproject()["dependency-groups"]["dev"]
+    problems += [
+        f"the root's dev group asks for {text}"
+        for text in dev
+        if canonicalize_name(Requirement(text).name) in FOREIGN_NAMES
+    ]
+    assert not problems, (
+        f"{sorted(FOREIGN_NAMES)} belong to unrelated projects on the public index, "
+        f"so a resolver would pick theirs: {problems}; the mediator's distribution "
+        f"is {MEDIATOR.name!r}"
+    )
 
 
 def _mediator_requirement() -> Requirement:
@@ -191,38 +203,19 @@ def _mediator_requirement() -> Requirement:
         for req in MEDIATOR_RESILIENCE.requirements()
         if canonicalize_name(req.name) == MEDIATOR.distribution
     ]
-    assert len(found) == 1, f"mediator-resilience requires mediator {len(found)} times"
+    assert len(found) == 1, (
+        f"mediator-resilience requires {MEDIATOR.name} {len(found)} times"
+    )
     return found[0]
 
 
-def _excludes_every_version_below_2(specifier: Specifier) -> bool:
-    """Whether this one clause alone rules out every 0.x and 1.x release."""
-    text = specifier.version.removesuffix(".*")
-    try:
-        major = Version(text).release[0]
-    except InvalidVersion:
-        return False
-    return specifier.operator in {"==", "===", ">=", ">", "~="} and major >= 2
-
-
-def test_mediator_requirement_excludes_the_unrelated_project() -> None:
+def test_mediator_requirement_pins_our_own_version_line() -> None:
     requirement = _mediator_requirement()
-    specifiers: SpecifierSet = requirement.specifier
     line = ".".join(str(part) for part in MEDIATOR.version().release[:2])
-    own_line = f"mediator=={line}.*"
-    admitted = [
-        version
-        for version in FOREIGN_MEDIATOR_VERSIONS
-        if specifiers.contains(version, prereleases=True)
-    ]
-    assert not admitted, (
-        f"mediator-resilience requires {requirement}, which admits {admitted} of the "
-        f"unrelated 2017 `mediator` on the public index; pin our own line: {own_line}"
-    )
-    # The samples cannot cover every 0.x/1.x release; one clause bounding from 2 up can.
-    assert any(_excludes_every_version_below_2(spec) for spec in specifiers), (
-        f"mediator-resilience requires {requirement}: no clause rules out every 0.x "
-        f"and 1.x release of the unrelated `mediator`; pin our own line: {own_line}"
+    own_line = SpecifierSet(f"=={line}.*")
+    assert requirement.specifier == own_line, (
+        f"mediator-resilience requires {requirement}; the two are released "
+        f"together, so pin the line: {MEDIATOR.name}{own_line}"
     )
 
 
@@ -242,8 +235,8 @@ def test_uv_sources_resolve_mediator_from_the_workspace() -> None:
     effective = {**root_sources, **MEDIATOR_RESILIENCE.uv_sources()}
     source = effective.get(MEDIATOR.distribution)
     assert source == {"workspace": True}, (
-        "mediator-resilience must get `mediator` from the workspace "
-        "([tool.uv.sources] mediator = { workspace = true }); "
+        f"mediator-resilience must get `{MEDIATOR.name}` from the workspace "
+        f"([tool.uv.sources] {MEDIATOR.name} = {{ workspace = true }}); "
         f"its effective source is {source!r}"
     )
     members = root_pyproject()["tool"]["uv"]["workspace"]["members"]
@@ -273,7 +266,9 @@ def test_lock_takes_mediator_from_the_workspace(uv: Path, tmp_path: Path) -> Non
     mediators = [p for p in packages if p["name"] == MEDIATOR.distribution]
     assert [(p["version"], p["source"]) for p in mediators] == [
         (str(MEDIATOR.version()), {"editable": MEDIATOR.directory})
-    ], f"uv resolved `mediator` to {mediators}, not only to the workspace member"
+    ], f"uv resolved `{MEDIATOR.name}` to {mediators}, not only to the member"
+    foreign = [p["name"] for p in packages if p["name"] in FOREIGN_NAMES]
+    assert not foreign, f"the lock holds {foreign}, unrelated projects of ours"
     (resilience,) = [
         p for p in packages if p["name"] == MEDIATOR_RESILIENCE.distribution
     ]

@@ -1,10 +1,14 @@
 """Each distribution, built and installed alone, stays inside its closure.
 
-Per DESIGN sections 1 and 7: each member's wheel goes into a fresh virtual
-environment of its own (with the local wheels of the members it requires, so no
-resolver can pick the unrelated `mediator` on the public index); there, every module
-of the package imports, none of the forbidden packages lands in `sys.modules`, and
-the installed distributions are the package's closure and nothing else.
+Per DESIGN sections 1 and 7: each member goes into a fresh virtual environment of
+its own, installed by its name from a local folder index that holds only the
+members' wheels, the way a user installs it from the public index: the third-party
+packages its closure declares come from the index first, then the member itself
+with no index at all, so it and the members it requires (`mediator-resilience`
+requires `mediator-core`, by that name) resolve from the built wheels and from
+nowhere else, never from the work tree. There, every module of the package
+imports, none of the forbidden packages lands in `sys.modules`, and the installed
+distributions are the package's closure and nothing else.
 """
 
 from __future__ import annotations
@@ -20,23 +24,25 @@ from typing import Any
 import pytest
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
-from packaging.utils import NormalizedName, canonicalize_name, parse_wheel_filename
+from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import Version
 
 from ._process import run
 from ._workspace import (
     BY_DISTRIBUTION,
+    MEDIATOR,
     MEMBER_IDS,
     MEMBERS,
-    REPO_ROOT,
+    Built,
     Member,
+    third_party_requirements,
     workspace_dependencies,
 )
 
 pytestmark = [pytest.mark.closure, pytest.mark.timeout(300)]
 
 FORBIDDEN_IMPORTS: Mapping[str, frozenset[str]] = {
-    "mediator": frozenset(
+    "mediator-core": frozenset(
         {"tenacity", "httpx", "sqlalchemy", "mediator_resilience", "http_resilience"}
     ),
     "mediator-resilience": frozenset({"httpx", "http_resilience", "sqlalchemy"}),
@@ -46,7 +52,7 @@ FORBIDDEN_IMPORTS: Mapping[str, frozenset[str]] = {
 # Top-level packages that only an extra installs: a module needing one of them is
 # skipped here, since the wheel is installed without its extras.
 EXTRA_IMPORTS: Mapping[str, tuple[str, ...]] = {
-    "mediator": ("sqlalchemy",),
+    "mediator-core": ("sqlalchemy",),
     "mediator-resilience": (),
     "http-resilience": ("injector", "opentelemetry", "redis"),
 }
@@ -100,37 +106,43 @@ def _venv_python(venv: Path) -> Path:
     return venv / "bin" / "python"
 
 
-@pytest.fixture(scope="session")
-def wheels(uv: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """One wheel per member, built once per session."""
-    out = tmp_path_factory.mktemp("wheels")
-    run(uv, "build", "--all-packages", "--wheel", "--out-dir", out, cwd=REPO_ROOT)
-    built: dict[str, Path] = {}
-    for wheel in sorted(out.glob("*.whl")):
-        name, version, _, _ = parse_wheel_filename(wheel.name)
-        assert name not in built, f"two wheels for {name}"
-        assert version == BY_DISTRIBUTION[name].version(), wheel.name
-        built[name] = wheel
-    assert sorted(built) == sorted(MEMBER_IDS)
-    return built
+def _install_alone(
+    uv: Path, built: Built, member: Member, home: Path, extras: tuple[str, ...] = ()
+) -> Path:
+    """A fresh environment holding `member` (with `extras`), installed by name."""
+    venv = home / "venv"
+    # The interpreter running the tests, so the Makefile's PYTHON is what is checked.
+    run(uv, "venv", "--python", sys.executable, venv, cwd=home)
+    python = _venv_python(venv)
+    third_party = [str(req) for req in third_party_requirements(member, extras)]
+    run(uv, "pip", "install", "--python", python, *third_party, cwd=home)
+    wanted = member.name + (f"[{','.join(extras)}]" if extras else "")
+    run(
+        uv,
+        "pip",
+        "install",
+        "--python",
+        python,
+        "--no-index",
+        "--find-links",
+        built.index,
+        wanted,
+        cwd=home,
+    )
+    return python
 
 
 @pytest.fixture(scope="session", params=MEMBERS, ids=MEMBER_IDS)
 def installation(
     request: pytest.FixtureRequest,
     uv: Path,
-    wheels: dict[str, Path],
+    built: Built,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Installation:
-    """A fresh environment holding one member (and the local wheels it requires)."""
+    """A fresh environment holding one member and what it requires."""
     member: Member = request.param
     home = tmp_path_factory.mktemp(member.import_name)
-    venv = home / "venv"
-    # The interpreter running the tests, so the Makefile's PYTHON is what is checked.
-    run(uv, "venv", "--python", sys.executable, venv, cwd=home)
-    python = _venv_python(venv)
-    local = [wheels[m.distribution] for m in [member, *workspace_dependencies(member)]]
-    run(uv, "pip", "install", "--python", python, *local, cwd=home)
+    python = _install_alone(uv, built, member, home)
     output = run(
         python,
         "-I",
@@ -236,8 +248,20 @@ def test_workspace_members_installed_are_the_local_builds(
         if Version(found) != ours
     }
     assert not wrong, (
-        f"installed versions {wrong} are not the workspace's own builds: the unrelated "
-        "`mediator` of the public index, or a stale release, was picked"
+        f"installed versions {wrong} are not the workspace's own builds: a release "
+        "of the public index, or a stale build, was picked"
+    )
+
+
+def test_the_members_required_are_installed_by_name(
+    installation: Installation,
+) -> None:
+    member, installed = installation.member, installation.report.distributions
+    needed = {other.distribution for other in workspace_dependencies(member)}
+    members_installed = {name for name in installed if name in BY_DISTRIBUTION}
+    assert members_installed == {member.distribution, *needed}, (
+        f"installing {member.name} by name from the local wheels brought "
+        f"{sorted(members_installed)}; it requires {sorted(needed)} of the members"
     )
 
 
@@ -257,13 +281,11 @@ def test_wheel_declares_what_pyproject_declares(installation: Installation) -> N
 
 
 @pytest.mark.parametrize("member", MEMBERS, ids=MEMBER_IDS)
-def test_wheel_holds_only_its_own_package(
-    member: Member, wheels: dict[str, Path]
-) -> None:
-    with zipfile.ZipFile(wheels[member.distribution]) as wheel:
+def test_wheel_holds_only_its_own_package(member: Member, built: Built) -> None:
+    with zipfile.ZipFile(built.wheels[member.distribution]) as wheel:
         names = wheel.namelist()
     tops = {name.partition("/")[0] for name in names}
-    dist_info = f"{member.import_name}-{member.version()}.dist-info"
+    dist_info = f"{member.file_stem}-{member.version()}.dist-info"
     assert tops == {member.import_name, dist_info}, (
         f"the {member.distribution} wheel ships {sorted(tops)}"
     )
@@ -271,30 +293,19 @@ def test_wheel_holds_only_its_own_package(
 
 
 def test_mediator_with_its_sqlalchemy_extra_imports_every_module(
-    uv: Path, wheels: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+    uv: Path, built: Built, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     """The extra's own module (`mediator.sqlalchemy`) imports once the extra is in,
     and still nothing forbidden comes along."""
     home = tmp_path_factory.mktemp("mediator-sqlalchemy")
-    venv = home / "venv"
-    run(uv, "venv", "--python", sys.executable, venv, cwd=home)
-    python = _venv_python(venv)
-    run(
-        uv,
-        "pip",
-        "install",
-        "--python",
-        python,
-        f"{wheels['mediator']}[sqlalchemy]",
-        cwd=home,
-    )
-    output = run(python, "-I", "-W", "error", PROBE, "mediator", cwd=home)
+    python = _install_alone(uv, built, MEDIATOR, home, extras=("sqlalchemy",))
+    output = run(python, "-I", "-W", "error", PROBE, MEDIATOR.import_name, cwd=home)
     report = ProbeReport.from_json(json.loads(output))
 
     assert not report.failed, sorted(report.failed)
     assert not report.skipped, report.skipped
     assert "mediator.sqlalchemy" in report.imported
     forbidden = (
-        FORBIDDEN_IMPORTS["mediator"] - {"sqlalchemy"}
+        FORBIDDEN_IMPORTS[MEDIATOR.distribution] - {"sqlalchemy"}
     ) & report.loaded_top_levels
     assert not forbidden, sorted(forbidden)

@@ -1,7 +1,9 @@
 """Type-checked only (mypy --strict and pyright strict), never run.
 
-The factory returns httpx clients, `add` chains, the module takes a callable
-that configures the factory, and `correlation_id` yields the id in force.
+The factory returns httpx clients, `add` chains and takes options or a
+pipeline, the module and the factory take a callable that configures the
+factory, `http_resilience` exports the factory itself, and `correlation_id`
+yields the id in force.
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ from typing import assert_type
 import httpx
 from injector import Injector
 
-from http_resilience import HttpEvent, HttpResilienceOptions
+import http_resilience
+from http_resilience import HttpEvent, HttpResilienceOptions, ResiliencePipeline
 from http_resilience.injector import (
     HttpClientFactory,
     HttpClientsModule,
@@ -53,3 +56,18 @@ def typed_sync() -> None:
     with factory:
         assert_type(factory.client(), httpx.Client)
     factory.close()
+
+
+async def typed_pipeline() -> None:
+    factory = http_resilience.HttpClientFactory(
+        lambda clients: clients.add(
+            "catalog",
+            pipeline=ResiliencePipeline().add_hedging(delay=0.2),
+            base_url="http://catalog.local",
+        ),
+        config={"resilience": {"http": {}}},
+        clock=FakeClock(),
+    )
+    assert_type(factory, HttpClientFactory)
+    assert_type(factory.async_client("catalog"), httpx.AsyncClient)
+    await factory.aclose()
