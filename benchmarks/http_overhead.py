@@ -14,13 +14,23 @@ and measures in one run, side by side:
    request, best of `REPEATS` runs taken round-robin over the rows, and the
    difference from bare httpx of the same kind. A second bare client, measured
    like the others, shows how far two identical rows land apart on loopback:
-   a difference below that is noise. Budget (DESIGN section 8): <= 10 us over
-   bare for the standard pipeline.
+   a difference below that is noise. Budget (DESIGN section 8): in process, the
+   standard pipeline's overhead over bare <= 2.5x httpx-retries' overhead, the
+   ratio printed under the table for async and sync.
 2. Physical requests per logical call against an endpoint that always answers
    503, counted by the server: ours (defaults but a 1 ms base delay, so the
    table costs no time), httpx-retries with its defaults (no backoff), stamina
    around httpx with its defaults (in stamina's test mode: no waits, its own
    attempt count), and stamina around a client on httpx-retries. Budget: <= 4.
+3. In process, what single pieces cost, each against the same path without
+   it, best of `REPEATS` runs taken round-robin: a factory client with its
+   correlation id on against the same factory with `correlation_header=None`,
+   through `client.get`, async and sync (budget: <= +2 us); the circuit breaker
+   alone, `ResilientTransport` with a pipeline of `add_retry().add_breaker()`
+   against `add_retry()`, called directly (budget: <= 0.5 us per call); and the
+   default per-host registry (1,024 hosts) with requests round-robin over
+   100,000 distinct hosts against 10, through a default `ResilientTransport`
+   called directly, each request built per call (budget: <= 1.5x per request).
 
 Our rows are skipped with a note while `http_resilience` does not export what
 they use. This script only reports: it never fails on a timing.
@@ -59,7 +69,16 @@ IN_PROCESS_REQUESTS = 2_000
 REPEATS = 7
 WARM_UP = 200
 LOGICAL_CALLS = 3
-BUDGET_OVERHEAD_US = 10.0
+BUDGET_OVERHEAD_RATIO = 2.5  # ours over bare / httpx-retries over bare
+BUDGET_CORRELATION_US = 2.0
+BUDGET_BREAKER_US = 0.5
+BUDGET_HOSTS_RATIO = 1.5
+PIECE_REQUESTS = 2_000  # per row and repeat, through a client
+BREAKER_CALLS = 10_000  # per row and repeat, the transport called directly
+HOST_REQUESTS = 10_000  # per row and repeat
+HOST_REPEATS = 5
+MANY_HOSTS = 100_000
+FEW_HOSTS = 10
 BUDGET_AMPLIFICATION = 4.0
 # A server left behind by a parent that died stops on its own after this long.
 SERVER_LIFETIME_S = 300
@@ -340,7 +359,7 @@ def report_time(sections: list[Section]) -> None:
         f"HTTP per-request time, us (best of {REPEATS}; "
         f"Python {platform.python_version()}, httpx {httpx.__version__})"
     )
-    print(f"{'path':<46} {'us/req':>8} {'over bare':>10} {'budget':>8}  verdict")
+    print(f"{'path':<46} {'us/req':>8} {'over bare':>10}")
     for section in sections:
         print(f"{section.title} ({section.requests:,} GETs per row)")
         bare = section.rows[0].us
@@ -350,15 +369,27 @@ def report_time(sections: list[Section]) -> None:
                 print(f"{label:<46} {row.note}")
             elif row is section.rows[0]:
                 print(f"{label:<46} {row.us:>8.1f}")
-            elif row.label.startswith("ours"):
-                over = row.us - bare
-                verdict = "within" if over <= BUDGET_OVERHEAD_US else "OVER"
-                budget = f"<={BUDGET_OVERHEAD_US:.0f}"
-                print(
-                    f"{label:<46} {row.us:>8.1f} {over:>+10.1f} {budget:>8}  {verdict}"
-                )
             else:
                 print(f"{label:<46} {row.us:>8.1f} {row.us - bare:>+10.1f}")
+        if "in process" in section.title:
+            report_ratio(section)
+
+
+def report_ratio(section: Section) -> None:
+    """Ours' overhead over httpx-retries' overhead, in one section."""
+    bare = section.rows[0]
+    peer = next(row for row in section.rows if row.label.startswith("httpx-retries"))
+    mine = next(row for row in section.rows if row.label.startswith("ours"))
+    label = "  RATIO ours overhead / httpx-retries overhead"
+    if mine.note or peer.us <= bare.us:
+        print(f"{label:<46} {'n/a':>8}")
+        return
+    ratio = (mine.us - bare.us) / (peer.us - bare.us)
+    verdict = "within" if ratio <= BUDGET_OVERHEAD_RATIO else "OVER"
+    print(
+        f"{label:<46} {ratio:>7.1f}x {'':>10} "
+        f"{f'<={BUDGET_OVERHEAD_RATIO}x':>8}  {verdict}"
+    )
 
 
 # --- amplification -------------------------------------------------------------
@@ -472,6 +503,168 @@ def report_amplification(rows: list[Amplification]) -> None:
             print(f"{label:<46} {row.per_call:>8.1f}")
 
 
+# --- single pieces, in process ------------------------------------------------
+
+
+@dataclass
+class Piece:
+    """One piece's cost: `with_it` against `without`, and its budget."""
+
+    label: str
+    unit: str  # "us" (a difference) or "x" (a ratio)
+    budget: float
+    with_it: float = float("inf")  # us per request
+    without: float = float("inf")
+    note: str = ""
+
+    @property
+    def figure(self) -> float:
+        if self.unit == "x":
+            return self.with_it / self.without
+        return self.with_it - self.without
+
+
+def factory_clients(header: bool) -> Any:
+    factory_class = ours("HttpClientFactory")
+    assert factory_class is not None
+    arguments = {} if header else {"correlation_header": None}
+
+    def configure(clients: Any) -> object:
+        return clients.add("bench", transport=httpx.MockTransport(ok))
+
+    return factory_class(configure, **arguments)
+
+
+async def correlation_async() -> Piece:
+    piece = Piece(
+        "async factory client, correlation id on vs off", "us", BUDGET_CORRELATION_US
+    )
+    if ours("HttpClientFactory") is None:
+        piece.note = not_yet("HttpClientFactory")
+        return piece
+    on, off = factory_clients(True), factory_clients(False)
+    async with on, off:
+        rows = [
+            AsyncRow("on", call=lambda: on.async_client("bench").get(MOCK_URL)),
+            AsyncRow("off", call=lambda: off.async_client("bench").get(MOCK_URL)),
+        ]
+        await measure_async(rows, PIECE_REQUESTS)
+    piece.with_it, piece.without = rows[0].us, rows[1].us
+    return piece
+
+
+def correlation_sync() -> Piece:
+    piece = Piece(
+        "sync factory client, correlation id on vs off", "us", BUDGET_CORRELATION_US
+    )
+    if ours("HttpClientFactory") is None:
+        piece.note = not_yet("HttpClientFactory")
+        return piece
+    on, off = factory_clients(True), factory_clients(False)
+    with on, off:
+        rows = [
+            SyncRow("on", call=lambda: on.client("bench").get(MOCK_URL)),
+            SyncRow("off", call=lambda: off.client("bench").get(MOCK_URL)),
+        ]
+        measure_sync(rows, PIECE_REQUESTS)
+    piece.with_it, piece.without = rows[0].us, rows[1].us
+    return piece
+
+
+def sync_breaker() -> Piece:
+    piece = Piece(
+        "sync breaker per call (retry+breaker vs retry)", "us", BUDGET_BREAKER_US
+    )
+    transport_class, pipeline_class = (
+        ours("ResilientTransport"),
+        ours("ResiliencePipeline"),
+    )
+    if transport_class is None or pipeline_class is None:
+        piece.note = not_yet("ResilientTransport, ResiliencePipeline")
+        return piece
+    # A retry on both sides, so both make an attempt the same way and the
+    # difference is the breaker's.
+    guarded = transport_class(
+        httpx.MockTransport(ok), pipeline=pipeline_class().add_retry().add_breaker()
+    )
+    plain = transport_class(
+        httpx.MockTransport(ok), pipeline=pipeline_class().add_retry()
+    )
+    request = httpx.Request("GET", MOCK_URL)
+    rows = [
+        SyncRow("with", call=lambda: guarded.handle_request(request)),
+        SyncRow("without", call=lambda: plain.handle_request(request)),
+    ]
+    measure_sync(rows, BREAKER_CALLS)
+    piece.with_it, piece.without = rows[0].us, rows[1].us
+    return piece
+
+
+def host_growth() -> Piece:
+    piece = Piece(
+        f"{MANY_HOSTS:,} hosts vs {FEW_HOSTS} round-robin, default registry",
+        "x",
+        BUDGET_HOSTS_RATIO,
+    )
+    transport_class = ours("ResilientTransport")
+    if transport_class is None:
+        piece.note = not_yet("ResilientTransport")
+        return piece
+    best: dict[int, float] = {}
+    runs: dict[int, Callable[..., None]] = {}
+    for hosts in (MANY_HOSTS, FEW_HOSTS):
+        urls = [f"http://host-{index}.bench.invalid/ok" for index in range(hosts)]
+        transport = transport_class(httpx.MockTransport(ok))
+        turn = iter(range(1 << 62))
+
+        def run(
+            count: int,
+            urls: list[str] = urls,
+            transport: Any = transport,
+            turn: Iterator[int] = turn,
+        ) -> None:
+            size = len(urls)
+            for _ in range(count):
+                transport.handle_request(
+                    httpx.Request("GET", urls[next(turn) % size])
+                ).close()
+
+        run(min(hosts, 5_000))  # the registry is full (1,024 hosts) by then
+        runs[hosts], best[hosts] = run, float("inf")
+    for _ in range(HOST_REPEATS):
+        for hosts, run in runs.items():
+            gc.collect()
+            started = time.perf_counter()
+            run(HOST_REQUESTS)
+            elapsed = (time.perf_counter() - started) / HOST_REQUESTS
+            best[hosts] = min(best[hosts], elapsed)
+    piece.with_it, piece.without = best[MANY_HOSTS] * 1e6, best[FEW_HOSTS] * 1e6
+    return piece
+
+
+def report_pieces(pieces: list[Piece]) -> None:
+    print(
+        f"Single pieces, in process, best of {REPEATS} "
+        f"({HOST_REPEATS} for the hosts), us per request"
+    )
+    print(
+        f"{'piece':<54} {'with':>7} {'without':>8} {'cost':>7} {'budget':>7}  verdict"
+    )
+    for piece in pieces:
+        label = f"  {piece.label}"
+        if piece.note:
+            print(f"{label:<54} {piece.note}")
+            continue
+        figure, unit = piece.figure, piece.unit
+        shown = f"{figure:.2f}x" if unit == "x" else f"{figure:+.2f}"
+        budget = f"<={piece.budget}x" if unit == "x" else f"<={piece.budget}"
+        verdict = "within" if figure <= piece.budget else "OVER"
+        print(
+            f"{label:<54} {piece.with_it:>7.1f} {piece.without:>8.1f} "
+            f"{shown:>7} {budget:>7}  {verdict}"
+        )
+
+
 # --- the run -------------------------------------------------------------------
 
 
@@ -486,6 +679,11 @@ async def run_async(base: str) -> tuple[list[Section], list[Amplification]]:
             await measure_async(rows, requests)
         sections.append(Section(title, requests, [*rows]))
     return sections, await measure_amplification(base)
+
+
+def run_pieces() -> list[Piece]:
+    pieces = [asyncio.run(correlation_async()), correlation_sync()]
+    return [*pieces, sync_breaker(), host_growth()]
 
 
 def run_sync(base: str) -> list[Section]:
@@ -506,9 +704,12 @@ def main() -> None:
     with local_server() as base:
         async_sections, amplification = asyncio.run(run_async(base))
         sync_sections = run_sync(base)
+    pieces = run_pieces()
     report_time([*async_sections, *sync_sections])
     print()
     report_amplification(amplification)
+    print()
+    report_pieces(pieces)
     print(f"({time.perf_counter() - started:.1f} s)")
 
 

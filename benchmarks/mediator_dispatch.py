@@ -670,7 +670,7 @@ def _report(
     about = (
         f"Python {platform.python_version()} ({sys.implementation.name}), "
         f"{platform.system()} {platform.machine()}, {cores} cores; "
-        f"mediator {importlib.metadata.version('mediator')}, "
+        f"mediator-core {importlib.metadata.version('mediator-core')}, "
         f"injector {importlib.metadata.version('injector')}, "
         f"pydantic {importlib.metadata.version('pydantic')}; " + "; ".join(notes)
     )
