@@ -246,7 +246,18 @@ def _attempt(request: httpx.Request, owner: object, call: Call) -> httpx.Request
     # with headers and extensions of its own: what `httpx.Request(...)` would
     # build from them, without validating again a URL and headers known valid.
     attempt = httpx.Request.__new__(httpx.Request)
-    vars(attempt).update(vars(request))
+    if _PLAIN_REQUEST:
+        # Attribute by attribute: the copy keeps CPython's compact layout,
+        # which `vars(attempt).update(...)` would give up for a dict that every
+        # later read of the attempt, httpx's included, pays for.
+        attempt.method = request.method
+        attempt.url = request.url
+        attempt.stream = request.stream
+        content: object = getattr(request, _CONTENT, _UNREAD)
+        if content is not _UNREAD:
+            setattr(attempt, _CONTENT, content)  # the body, once read
+    else:
+        vars(attempt).update(vars(request))
     attempt.headers = httpx.Headers(request.headers)
     extensions = dict(request.extensions)
     extensions[LAYER_MARK] = owner
@@ -261,6 +272,24 @@ def _attempt(request: httpx.Request, owner: object, call: Call) -> httpx.Request
         }
     attempt.extensions = extensions
     return attempt
+
+
+_UNREAD: Final = object()
+_CONTENT: Final = "_content"
+
+
+def _plain_request() -> bool:
+    """Whether an `httpx.Request` holds exactly the attributes `_attempt` copies.
+
+    It has since 0.18 (``_content`` once the body is read); an httpx that adds
+    one gets the generic copy, which cannot miss it.
+    """
+    read = vars(httpx.Request("GET", "http://probe.invalid/", content=b"x"))
+    copied = {"method", "url", "headers", "extensions", "stream", "_content"}
+    return set(read) == copied
+
+
+_PLAIN_REQUEST: Final = _plain_request()
 
 
 async def close_quietly(response: httpx.Response) -> None:
