@@ -28,11 +28,13 @@ def test_the_public_names_are_pinned_and_sorted() -> None:
         "PartialStreamPolicy",
         "RateLimitedError",
         "RejectionEvent",
+        "RejectionReason",
         "ResilienceError",
         "ResilienceErrorMiddleware",
         "ResilienceLayerError",
         "ResiliencePipeline",
         "ResilientTransport",
+        "RetryBudgetOptions",
         "RetryEvent",
         "RetryOptions",
         "StreamRetryContext",
@@ -59,7 +61,7 @@ def test_the_testing_module_offers_the_fake_clock() -> None:
 
 
 # Type aliases carry no docstring of their own; `_events` documents them.
-ALIASES = {"HttpEvent", "HttpEventListener"}
+ALIASES = {"HttpEvent", "HttpEventListener", "RejectionReason"}
 
 
 def test_every_public_name_is_documented() -> None:

@@ -32,6 +32,7 @@ from http_resilience import (
     LimiterOptions,
     ResiliencePipeline,
     ResilientTransport,
+    RetryBudgetOptions,
     RetryOptions,
     StreamRetryOptions,
     create_async_client,
@@ -47,6 +48,8 @@ POSITIVE_COUNT = "count, at least 1"
 DURATION = "duration, at least 0"
 POSITIVE_DURATION = "duration, more than 0"
 RATIO = "ratio in (0, 1]"
+SHARE = "number at least 0"
+SHARE_OR_OFF = "number at least 0, or None"
 FLAG = "boolean"
 POLICY = "partial stream policy"
 CALLABLE = "callable"
@@ -69,6 +72,17 @@ FIELDS: dict[type[pydantic.BaseModel], dict[str, str]] = {
         "breaker_per_host": FLAG,
         "maximum_hosts": POSITIVE_COUNT,
         "own_transport_timeout": FLAG,
+        "retry_budget_ratio": SHARE_OR_OFF,
+        "retry_budget_min_per_second": COUNT,
+        "retry_budget_window": POSITIVE_DURATION,
+        "budget_per_host": FLAG,
+    },
+    RetryBudgetOptions: {
+        "retry_budget_ratio": SHARE,
+        "retry_budget_min_per_second": COUNT,
+        "retry_budget_window": POSITIVE_DURATION,
+        "budget_per_host": FLAG,
+        "maximum_hosts": POSITIVE_COUNT,
     },
     RetryOptions: {
         "max_retry_attempts": COUNT,
@@ -204,12 +218,30 @@ INVALID: dict[str, list[object]] = {
         False,
         [0.5],
     ],
+    SHARE_OR_OFF: [
+        -0.1,
+        -(10**30),
+        math.nan,
+        math.inf,
+        -math.inf,
+        "nan",
+        "inf",
+        "half",
+        "50%",
+        "",
+        "-1",
+        True,  # pydantic would read 1.0
+        False,
+        [0.2],
+        {"ratio": 0.2},
+    ],
     FLAG: ["maybe", "yes please", 2, -1, 0.5, "2", None, [], {"on": True}],
     POLICY: ["sometimes", "RETHROW", 1, None, True],
     CALLABLE: [3, "yes", None, object()],
     OPTIONAL_CALLABLE: [3, "yes", object()],
     CLOCK: [object(), 3, "system", None],
 }
+INVALID[SHARE] = [*INVALID[SHARE_OR_OFF], None, "none"]
 # Accepted at the edge of each bound: the bounds are not tighter than documented.
 VALID: dict[str, list[object]] = {
     COUNT: [0, "0", " 7 ", 3.0, 10**9],
@@ -217,6 +249,8 @@ VALID: dict[str, list[object]] = {
     DURATION: [0, "0", "0s", timedelta(0), "200ms", "5m", "PT0.2S", " 2 s "],
     POSITIVE_DURATION: [0.001, "1ms", timedelta(microseconds=2), "PT1S", "1h"],
     RATIO: [1, 1.0, "1", 0.5, 5e-324],
+    SHARE: [0, 0.0, "0", 0.2, 5e-324, 1, 3.5, 1000],
+    SHARE_OR_OFF: [0, 0.2, 5, None, "none", "None", " OFF ", "null"],
     FLAG: [True, False, "true", "false", "1", "0", 1, 0],
     POLICY: ["rethrow_mid_stream", "restart_from_start"],
     CALLABLE: [bool, callable],
@@ -648,6 +682,7 @@ ADD: dict[type[pydantic.BaseModel], Callable[..., object]] = {
     BreakerOptions: ResiliencePipeline().add_breaker,
     LimiterOptions: ResiliencePipeline().add_limiter,
     HedgingOptions: ResiliencePipeline().add_hedging,
+    RetryBudgetOptions: ResiliencePipeline().add_retry_budget,
 }
 
 

@@ -29,10 +29,12 @@ from http_resilience._core.events import (
     HttpEvent,
     HttpEventListener,
     RejectionEvent,
+    RejectionReason,
     RetryEvent,
     TimeoutEvent,
 )
 from http_resilience._strategies.breaker import BreakerOptions
+from http_resilience._strategies.budget import RetryBudgetOptions
 from http_resilience._strategies.hedging import HedgingOptions
 from http_resilience._strategies.limiter import LimiterOptions
 from http_resilience._strategies.pipeline import ResiliencePipeline
@@ -76,11 +78,13 @@ __all__ = [
     "PartialStreamPolicy",
     "RateLimitedError",
     "RejectionEvent",
+    "RejectionReason",
     "ResilienceError",
     "ResilienceErrorMiddleware",
     "ResilienceLayerError",
     "ResiliencePipeline",
     "ResilientTransport",
+    "RetryBudgetOptions",
     "RetryEvent",
     "RetryOptions",
     "StreamRetryContext",

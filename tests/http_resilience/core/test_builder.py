@@ -335,11 +335,13 @@ def test_the_standard_pipeline_is_the_builders_preset() -> None:
     assert [step.label for step in steps] == [
         "limiter",
         "timeout 30 s",
+        "retry budget",
         "retry",
         "breaker",
         "timeout 10 s",
     ]
     assert [(p.repeated, p.cut, p.owns_time) for p in placements(steps)] == [
+        (True, False, False),
         (True, False, False),
         (True, False, False),
         (False, False, False),
@@ -349,6 +351,8 @@ def test_the_standard_pipeline_is_the_builders_preset() -> None:
     attempt = steps[-1]
     assert isinstance(attempt, TimeoutOptions)
     assert attempt.own_transport_timeout is False
+    unbudgeted = standard_steps(HttpResilienceOptions(retry_budget_ratio=None))
+    assert "retry budget" not in [step.label for step in unbudgeted]
 
 
 async def test_every_cutting_timeout_of_a_transport_shares_one_timer() -> None:

@@ -35,6 +35,10 @@ def test_the_defaults_are_the_standard_pipeline() -> None:
         "breaker_per_host": True,
         "maximum_hosts": 1024,
         "own_transport_timeout": True,
+        "retry_budget_ratio": 0.2,
+        "retry_budget_min_per_second": 10,
+        "retry_budget_window": timedelta(seconds=10),
+        "budget_per_host": True,
     }
     assert HttpResilienceOptions.SECTION == "resilience.http"
 

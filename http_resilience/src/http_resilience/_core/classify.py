@@ -9,11 +9,16 @@ from typing import Final, cast
 
 import httpx
 
-from http_resilience._core.errors import AttemptTimeoutError
+from http_resilience._core.errors import (
+    AttemptTimeoutError,
+    BrokenCircuitError,
+    RateLimitedError,
+)
 
 __all__ = [
     "FAILURE_BY_STATUS",
     "FAILURE_EXCEPTIONS",
+    "LOCAL_REFUSALS",
     "RETRY_AFTER_STATUSES",
     "SAFE_METHODS",
     "SELF_CAUSED_EXCEPTIONS",
@@ -49,6 +54,11 @@ SELF_CAUSED_EXCEPTIONS: Final = (
 URL with no usable scheme, a wait for the client's own connection pool. No
 byte reached the host, so they say nothing about it: raised at once, never
 retried or hedged, and never breaker evidence."""
+
+LOCAL_REFUSALS: Final = (BrokenCircuitError, RateLimitedError)
+"""What an attempt raises when a strategy refused to send it: an open breaker,
+a limiter, a quota. It never left the process, so it charges no retry budget
+and is no evidence against the host."""
 
 _IDEMPOTENCY_KEY: Final = "idempotency-key"
 

@@ -21,6 +21,7 @@ __all__ = [
     "HttpEvent",
     "HttpEventListener",
     "RejectionEvent",
+    "RejectionReason",
     "RetryEvent",
     "TimeoutEvent",
 ]
@@ -76,14 +77,29 @@ class BreakerEvent:
     current: Literal["closed", "open", "half_open"]
 
 
+RejectionReason: TypeAlias = Literal[
+    "circuit_open", "concurrency_limit", "quota", "retry_budget", "rate_limit"
+]
+"""Why an attempt was not sent: an open breaker, the concurrency limiter, a
+published quota, the retry budget, a rate limiter."""
+
+
 @dataclass(frozen=True, slots=True)
 class RejectionEvent:
-    """A request refused before sending: by an open breaker or the limiter."""
+    """An attempt refused in this process, never sent.
+
+    Attributes:
+        reason: ``"circuit_open"`` (the host's breaker), ``"concurrency_limit"``
+            (the limiter), ``"quota"`` (the host's published quota),
+            ``"retry_budget"`` (a retry or a hedged copy the budget refused:
+            the call ends with what its last attempt gave), ``"rate_limit"``
+            (a rate limiter).
+    """
 
     client: str
     method: str
     host: str
-    reason: Literal["circuit_open", "concurrency_limit", "quota"]
+    reason: RejectionReason
 
 
 @dataclass(frozen=True, slots=True)

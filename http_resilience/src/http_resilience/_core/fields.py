@@ -13,7 +13,7 @@ from pydantic import (
     ConfigDict,
 )
 
-__all__ = ["Count", "Ratio"]
+__all__ = ["FROZEN", "Count", "Ratio", "RatioOrOff"]
 
 
 def _not_a_bool(value: object) -> object:
@@ -28,5 +28,19 @@ Count = Annotated[int, BeforeValidator(_not_a_bool)]
 """An `int` field that refuses True and False (pydantic would read 1 and 0)."""
 Ratio = Annotated[float, BeforeValidator(_not_a_bool)]
 """A `float` field that refuses True and False (pydantic would read 1.0, 0.0)."""
+
+_OFF = frozenset({"none", "off", "null"})
+
+
+def _off_or_number(value: object) -> object:
+    if isinstance(value, str) and value.strip().lower() in _OFF:
+        # How an environment variable or a configuration file turns it off.
+        return None
+    return _not_a_bool(value)
+
+
+RatioOrOff = Annotated[float | None, BeforeValidator(_off_or_number)]
+"""A `Ratio` that None turns off; ``"none"``, ``"off"`` and ``"null"`` (any
+case) read as None, for the environment and configuration files."""
 
 FROZEN = ConfigDict(frozen=True, extra="forbid")

@@ -31,6 +31,7 @@ __all__ = [
     "LAYER_MARK",
     "AsyncHandler",
     "AsyncSend",
+    "Budget",
     "Call",
     "DeadlineKind",
     "Stamp",
@@ -60,6 +61,18 @@ Stamp = Callable[[httpx.Request, httpx.Request], None]
 attempt's headers and extensions are its own, never the caller's."""
 
 
+class Budget(Protocol):
+    """What a retry or a hedge asks before it sends again (the retry budget)."""
+
+    def withdraw(self, now: float) -> bool:
+        """Charge one more attempt at `now`: True if allowed, False if refused."""
+        ...
+
+    def refund(self, now: float) -> None:
+        """Give back an attempt charged at `now` but refused in this process."""
+        ...
+
+
 class Call:
     """One logical request as the strategies see it: shared, mutable, per call.
 
@@ -78,10 +91,13 @@ class Call:
             read, write, pool), in seconds: the pipeline owns time.
         owner: The task the call runs in, once a strategy has looked it up
             (async only); `AsyncSend` marks attempts with it.
+        budget: The retry budget the retries and hedged copies of this call
+            spend from, set by a retry budget around them; None: no budget.
     """
 
     __slots__ = (
         "attempt",
+        "budget",
         "client",
         "deadline",
         "deadline_kind",
@@ -102,6 +118,7 @@ class Call:
         self.deadline_span = math.inf
         self.phase_timeout: float | None = None
         self.owner: asyncio.Task[Any] | None = None
+        self.budget: Budget | None = None
 
     def fork(self, attempt: int) -> Call:
         """A copy of this call for an attempt that runs beside others (a hedge).
@@ -115,6 +132,7 @@ class Call:
         twin.deadline_kind = self.deadline_kind
         twin.deadline_span = self.deadline_span
         twin.phase_timeout = self.phase_timeout
+        twin.budget = self.budget
         return twin
 
     def where(self) -> str:

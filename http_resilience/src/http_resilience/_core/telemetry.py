@@ -20,6 +20,7 @@ from http_resilience._core.events import (
     HttpEvent,
     HttpEventListener,
     RejectionEvent,
+    RejectionReason,
     RetryEvent,
     TimeoutEvent,
 )
@@ -122,7 +123,7 @@ class Telemetry:
         self,
         method: str,
         host: str,
-        reason: Literal["circuit_open", "concurrency_limit", "quota"],
+        reason: RejectionReason,
     ) -> None:
         """A request was refused before sending."""
         LOGGER.debug(

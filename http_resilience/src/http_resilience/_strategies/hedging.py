@@ -24,13 +24,13 @@ from pydantic import BaseModel, Field
 from http_resilience._core.builder import BuildContext, Placement
 from http_resilience._core.classify import (
     FAILURE_EXCEPTIONS,
+    LOCAL_REFUSALS,
     SELF_CAUSED_EXCEPTIONS,
     is_failure_status,
     is_replayable,
 )
 from http_resilience._core.clock import Clock, checkpoint
 from http_resilience._core.durations import Duration, DurationInput
-from http_resilience._core.errors import BrokenCircuitError, RateLimitedError
 from http_resilience._core.fields import FROZEN, Count
 from http_resilience._core.pipeline import AsyncHandler, Call, close_quietly
 from http_resilience._core.telemetry import Telemetry
@@ -49,7 +49,7 @@ HEDGED_METHODS: Final = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
 """The safe methods: two copies in flight change nothing on the server. PUT and
 DELETE are idempotent in sequence, not in parallel, and are not hedged."""
 
-REFUSALS: Final = (BrokenCircuitError, RateLimitedError)
+REFUSALS: Final = LOCAL_REFUSALS
 """What a copy raises when a strategy inside the hedging refused to send it. A
 half-open breaker refuses every copy but its probe, so a hedge of the probe's
 own call is refused while the probe is in flight."""
@@ -81,6 +81,11 @@ class HedgingStrategy:
     that one, and the refusal ends the call only when no copy is left. Any
     other exception (a timeout around the hedging, a bug) ends the call at
     once.
+
+    Under a retry budget (`RetryBudgetOptions`, outside the hedging) each
+    copy after the first is charged as a retry; a copy the budget refuses is
+    not sent, the call sends no more and goes on with the copies in flight,
+    and a copy refused in this process is given back.
 
     Requests whose method is not in `HEDGED_METHODS`, or whose body cannot be
     replayed, go through once, unhedged.
@@ -125,6 +130,17 @@ class HedgingStrategy:
         last: httpx.Response | Exception | None = None
         sent = 0
         fresh = False
+        limit = self._limit
+
+        def charged() -> bool:
+            # A hedged copy is a retry to the retry budget, if there is one.
+            nonlocal limit
+            budget = call.budget
+            if budget is None or budget.withdraw(clock.monotonic()):
+                return True
+            self._telemetry.rejection(call.method, call.host, "retry_budget")
+            limit = sent  # no more copies for this call
+            return False
 
         def send(reason: str | None) -> None:
             nonlocal sent, fresh
@@ -148,7 +164,7 @@ class HedgingStrategy:
                     (task for task in running if task.done()), key=running.__getitem__
                 )
                 for task in finished:
-                    del running[task]
+                    number = running.pop(task)
                     try:
                         outcome: httpx.Response | Exception = task.result()
                     except Exception as exc:
@@ -162,17 +178,22 @@ class HedgingStrategy:
                         raise outcome
                     elif isinstance(outcome, FAILURE_EXCEPTIONS):
                         reason = type(outcome).__name__
-                    elif running and isinstance(outcome, REFUSALS):
-                        # Never sent, so no answer: the copies in flight go
-                        # on. Ending the call here would cancel them, the
-                        # probe of a half-open breaker among them.
+                    elif isinstance(outcome, REFUSALS):
+                        if number > 1 and call.budget is not None:
+                            # Never sent: the budget gets its retry back.
+                            call.budget.refund(clock.monotonic())
+                        if not running:
+                            raise outcome
+                        # No answer: the copies in flight go on. Ending the
+                        # call here would cancel them, the probe of a
+                        # half-open breaker among them.
                         continue
                     else:
                         raise outcome
                     if isinstance(last, httpx.Response):
                         await close_quietly(last)
                     last = outcome
-                    if sent < self._limit:
+                    if sent < limit and charged():
                         # A failure is an answer: the next copy goes at once.
                         if timer is not None:
                             timer.cancel()
@@ -186,10 +207,11 @@ class HedgingStrategy:
                         raise outcome
                 if timer is not None and timer.done():
                     timer = None
-                    send(_DELAY)
+                    if sent < limit and charged():
+                        send(_DELAY)
                 if fresh:
                     continue
-                if timer is None and sent < self._limit:
+                if timer is None and sent < limit:
                     timer = loop.create_task(clock.sleep(self._delay))
                 waiting: list[asyncio.Future[Any]] = [*running]
                 if timer is not None:

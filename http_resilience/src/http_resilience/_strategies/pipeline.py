@@ -16,6 +16,7 @@ from pydantic import BaseModel
 from http_resilience._core.builder import StepOptions, async_only
 from http_resilience._core.durations import DurationInput
 from http_resilience._strategies.breaker import BreakerOptions
+from http_resilience._strategies.budget import RetryBudgetOptions
 from http_resilience._strategies.hedging import HedgingOptions
 from http_resilience._strategies.limiter import LimiterOptions
 from http_resilience._strategies.retry import RetryOptions
@@ -143,6 +144,41 @@ class ResiliencePipeline:
             TypeError: Both `options` and fields, or `options` of another type.
         """
         return self._with(_options(BreakerOptions, options, fields, "add_breaker"))
+
+    def add_retry_budget(
+        self, options: RetryBudgetOptions | None = None, /, **fields: Any
+    ) -> ResiliencePipeline:
+        """Add a retry budget: it bounds the retries and hedged copies added after it.
+
+        Over its window, per host by default, the retries and hedged copies
+        sent are at most `retry_budget_ratio` times the calls, plus
+        `retry_budget_min_per_second` a second; one it refuses is not sent,
+        and the call ends with what its last attempt gave. Add it before
+        (outside) the retry or hedging it governs.
+
+        Args:
+            options: The budget's options; default `RetryBudgetOptions()`.
+            **fields: `RetryBudgetOptions` fields, instead of `options`.
+
+        Raises:
+            pydantic.ValidationError: A field is invalid or unknown (named).
+            TypeError: Both `options` and fields, or `options` of another type.
+            ValueError: A retry or hedging was added before it: a budget
+                governs only what is added after it.
+
+        Example:
+            >>> budget = ResiliencePipeline().add_retry_budget(retry_budget_ratio=0.1)
+            >>> budget.add_retry()
+            ResiliencePipeline(retry budget, retry)
+        """
+        budget = _options(RetryBudgetOptions, options, fields, "add_retry_budget")
+        outer = [step.label for step in self._steps if step.repeats]
+        if outer:
+            raise ValueError(
+                f"add_retry_budget: it governs the retry and hedging added after "
+                f"it, but {', '.join(outer)} came before; add the budget first"
+            )
+        return self._with(budget)
 
     def add_limiter(
         self, options: LimiterOptions | None = None, /, **fields: Any

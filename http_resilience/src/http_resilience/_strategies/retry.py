@@ -21,6 +21,7 @@ from pydantic import (
 from http_resilience._core.builder import BuildContext, Placement
 from http_resilience._core.classify import (
     FAILURE_EXCEPTIONS,
+    LOCAL_REFUSALS,
     RETRY_AFTER_STATUSES,
     SELF_CAUSED_EXCEPTIONS,
     is_failure_status,
@@ -209,6 +210,8 @@ class RetryStrategy:
             call.attempt, response, now=self._now(), deadline=call.deadline
         )
         if delay is not None:
+            if call.budget is not None and not self._charged(call):
+                return None
             self._telemetry.retry(
                 call.method, call.host, call.attempt, delay, str(status)
             )
@@ -241,8 +244,23 @@ class RetryStrategy:
             call.attempt, None, now=ended, deadline=call.deadline
         )
         if delay is not None:
+            if call.budget is not None and not self._charged(call):
+                return None
             self._telemetry.retry(call.method, call.host, call.attempt, delay, reason)
         return delay
+
+    def refused(self, call: Call) -> None:
+        """A retry the budget was charged for was refused in this process: refund it."""
+        if call.budget is not None:
+            call.budget.refund(self._now())
+
+    def _charged(self, call: Call) -> bool:
+        """Charge the call's budget for one more attempt; False: it refused."""
+        budget = call.budget
+        if budget is None or budget.withdraw(self._now()):
+            return True
+        self._telemetry.rejection(call.method, call.host, "retry_budget")
+        return False
 
     def _attempted(self, call: Call, outcome: str, started: float) -> None:
         self._telemetry.attempt(
@@ -266,6 +284,10 @@ class AsyncRetry:
             started = strategy.started(call, attempt)
             try:
                 response = await self._next.handle(request, call)
+            except LOCAL_REFUSALS:
+                if attempt > 1:
+                    strategy.refused(call)
+                raise
             except FAILURE_EXCEPTIONS as exc:
                 delay = strategy.after_error(request, body, call, exc, started)
                 if delay is None:
@@ -295,6 +317,10 @@ class SyncRetry:
             started = strategy.started(call, attempt)
             try:
                 response = self._next.handle_sync(request, call)
+            except LOCAL_REFUSALS:
+                if attempt > 1:
+                    strategy.refused(call)
+                raise
             except FAILURE_EXCEPTIONS as exc:
                 delay = strategy.after_error(request, body, call, exc, started)
                 if delay is None:

@@ -18,7 +18,7 @@ from pydantic import (
 
 from http_resilience._core.builder import StepOptions
 from http_resilience._core.durations import Duration, DurationInput, in_seconds
-from http_resilience._core.fields import Count, Ratio
+from http_resilience._core.fields import Count, Ratio, RatioOrOff
 from http_resilience._strategies.breaker import (
     DEFAULT_BREAK_DURATION,
     DEFAULT_BREAKER_PER_HOST,
@@ -27,6 +27,13 @@ from http_resilience._strategies.breaker import (
     DEFAULT_MINIMUM_THROUGHPUT,
     DEFAULT_SAMPLING_DURATION,
     BreakerOptions,
+)
+from http_resilience._strategies.budget import (
+    DEFAULT_BUDGET_PER_HOST,
+    DEFAULT_RETRY_BUDGET_MIN_PER_SECOND,
+    DEFAULT_RETRY_BUDGET_RATIO,
+    DEFAULT_RETRY_BUDGET_WINDOW,
+    RetryBudgetOptions,
 )
 from http_resilience._strategies.limiter import (
     DEFAULT_CONCURRENCY_LIMIT,
@@ -61,7 +68,8 @@ _CLIENTS = "clients"
 class HttpResilienceOptions(BaseModel):
     """The standard pipeline of one named client, outermost strategy first.
 
-    concurrency limiter, total timeout, retry, circuit breaker, attempt timeout.
+    concurrency limiter, total timeout, retry budget, retry, circuit breaker,
+    attempt timeout.
 
     The delay before retry n (1 for the first) is ``base_delay * 2**(n-1)``
     scaled by a random factor in [0.5, 1) (jitter is always on), unless a 429
@@ -97,6 +105,16 @@ class HttpResilienceOptions(BaseModel):
         own_transport_timeout: The pipeline owns time: each attempt's httpx
             phase timeouts are set from the attempt's own deadline, so httpx's
             default 5 s cannot cut a longer attempt short. Default True.
+        retry_budget_ratio: Retries allowed per call, over the budget's window
+            and per host: in an outage the client sends at most this share
+            more than its calls, not four times as much. Default 0.2; None
+            turns the budget off (``"none"`` in the environment).
+        retry_budget_min_per_second: Retries per second allowed whatever the
+            calls, so a quiet client can still retry. Default 10.
+        retry_budget_window: The budget's sliding window. Default 10 s.
+        budget_per_host: One retry budget per scheme, host and port (kept as
+            the breakers are, at most `maximum_hosts`); False shares one
+            between every host. Default True.
 
     Durations accept a `timedelta`, a number of seconds, ``"200ms"``, ``"2s"``,
     ``"5m"``, ``"1h"`` or ISO 8601 (``"PT0.2S"``), up to 24 days each.
@@ -136,6 +154,16 @@ class HttpResilienceOptions(BaseModel):
     breaker_per_host: bool = DEFAULT_BREAKER_PER_HOST
     maximum_hosts: Count = Field(default=DEFAULT_MAXIMUM_HOSTS, ge=1)
     own_transport_timeout: bool = DEFAULT_OWN_TRANSPORT_TIMEOUT
+    retry_budget_ratio: RatioOrOff = Field(
+        default=DEFAULT_RETRY_BUDGET_RATIO, ge=0.0, allow_inf_nan=False
+    )
+    retry_budget_min_per_second: Count = Field(
+        default=DEFAULT_RETRY_BUDGET_MIN_PER_SECOND, ge=0
+    )
+    retry_budget_window: Duration = Field(
+        default=DEFAULT_RETRY_BUDGET_WINDOW, gt=timedelta(0)
+    )
+    budget_per_host: bool = DEFAULT_BUDGET_PER_HOST
 
     if TYPE_CHECKING:
         # What type checkers see: durations given in every form pydantic reads,
@@ -157,6 +185,10 @@ class HttpResilienceOptions(BaseModel):
             breaker_per_host: bool = DEFAULT_BREAKER_PER_HOST,
             maximum_hosts: int = DEFAULT_MAXIMUM_HOSTS,
             own_transport_timeout: bool = DEFAULT_OWN_TRANSPORT_TIMEOUT,
+            retry_budget_ratio: float | None = DEFAULT_RETRY_BUDGET_RATIO,
+            retry_budget_min_per_second: int = DEFAULT_RETRY_BUDGET_MIN_PER_SECOND,
+            retry_budget_window: DurationInput = DEFAULT_RETRY_BUDGET_WINDOW,
+            budget_per_host: bool = DEFAULT_BUDGET_PER_HOST,
         ) -> None: ...
 
     @model_validator(mode="after")
@@ -252,17 +284,30 @@ class HttpResilienceOptions(BaseModel):
 def standard_steps(options: HttpResilienceOptions) -> tuple[StepOptions, ...]:
     """The standard pipeline as the builder's steps, outermost first.
 
-    Concurrency limiter, total timeout, retry, circuit breaker, attempt
-    timeout: the builder's rules make the total timeout arm no timer of its
+    Concurrency limiter, total timeout, retry budget (unless
+    `retry_budget_ratio` is None), retry, circuit breaker, attempt timeout:
+    the builder's rules make the total timeout arm no timer of its
     own (the attempt timeout cuts at the earlier deadline) and the attempt
     timeout own the transport's time when `own_transport_timeout` says so.
     """
+    budget: tuple[StepOptions, ...] = ()
+    if options.retry_budget_ratio is not None:
+        budget = (
+            RetryBudgetOptions(
+                retry_budget_ratio=options.retry_budget_ratio,
+                retry_budget_min_per_second=options.retry_budget_min_per_second,
+                retry_budget_window=options.retry_budget_window,
+                budget_per_host=options.budget_per_host,
+                maximum_hosts=options.maximum_hosts,
+            ),
+        )
     return (
         LimiterOptions(
             concurrency_limit=options.concurrency_limit,
             queue_limit=options.queue_limit,
         ),
         TimeoutOptions(timeout=options.total_request_timeout),
+        *budget,
         RetryOptions(
             max_retry_attempts=options.max_retry_attempts,
             base_delay=options.base_delay,
