@@ -1,4 +1,4 @@
-"""Chaos: the retry budget keeps an outage from being multiplied, and costs a flaky host nothing.
+"""Chaos: the retry budget caps what an outage multiplies, and spares a flaky host.
 
 200 callers released together against the real fault server (uvicorn on
 127.0.0.1), through the standard pipeline with its defaults but a 1 ms base
