@@ -41,6 +41,7 @@ def clients() -> dict[str, Callable[[], Any]]:
 
     from http_resilience import (
         HttpClientFactory,
+        HttpResilienceOptions,
         ResiliencePipeline,
         ResilientTransport,
     )
@@ -48,8 +49,10 @@ def clients() -> dict[str, Callable[[], Any]]:
     def mock() -> httpx.MockTransport:
         return httpx.MockTransport(ok)
 
-    def resilient(pipeline: Any = None) -> httpx.Client:
-        return httpx.Client(transport=ResilientTransport(mock(), pipeline=pipeline))
+    def resilient(pipeline: Any = None, options: Any = None) -> httpx.Client:
+        return httpx.Client(
+            transport=ResilientTransport(mock(), pipeline=pipeline, options=options)
+        )
 
     def factory_client(header: bool) -> httpx.Client:
         extra: dict[str, Any] = {} if header else {"correlation_header": None}
@@ -62,6 +65,9 @@ def clients() -> dict[str, Callable[[], Any]]:
             transport=RetryTransport(transport=mock())
         ),
         "ours: standard pipeline": lambda: resilient(),
+        "ours: standard, retry budget off": lambda: resilient(
+            options=HttpResilienceOptions(retry_budget_ratio=None)
+        ),
         "ours: add_retry()": lambda: resilient(ResiliencePipeline().add_retry()),
         "ours: add_retry().add_breaker()": lambda: resilient(
             ResiliencePipeline().add_retry().add_breaker()
@@ -126,6 +132,10 @@ def main() -> None:
     print(f"  RATIO ours overhead / httpx-retries overhead  {ours / peer:.1f}x")
     print(f"  the breaker, per call                         {breaker:+,.0f}")
     print(f"  the correlation id, per call                  {correlation:+,.0f}")
+    budget = (
+        figures["ours: standard pipeline"] - figures["ours: standard, retry budget off"]
+    )
+    print(f"  the retry budget, per call                    {budget:+,.0f}")
 
 
 if __name__ == "__main__":

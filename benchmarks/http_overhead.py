@@ -27,8 +27,10 @@ and measures in one run, side by side:
    correlation id on against the same factory with `correlation_header=None`,
    through `client.get`, async and sync (budget: <= +2 us); the circuit breaker
    alone, `ResilientTransport` with a pipeline of `add_retry().add_breaker()`
-   against `add_retry()`, called directly (budget: <= 0.5 us per call); and the
-   default per-host registry (1,024 hosts) with requests round-robin over
+   against `add_retry()`, called directly (budget: <= 0.5 us per call); the
+   retry budget, the default `ResilientTransport` against one with
+   `retry_budget_ratio=None`, called directly (budget: <= 1 us per call); and
+   the default per-host registry (1,024 hosts) with requests round-robin over
    100,000 distinct hosts against 10, through a default `ResilientTransport`
    called directly, each request built per call (budget: <= 1.5x per request).
 
@@ -72,6 +74,7 @@ LOGICAL_CALLS = 3
 BUDGET_OVERHEAD_RATIO = 2.5  # ours over bare / httpx-retries over bare
 BUDGET_CORRELATION_US = 2.0
 BUDGET_BREAKER_US = 0.5
+BUDGET_RETRY_BUDGET_US = 1.0
 BUDGET_HOSTS_RATIO = 1.5
 PIECE_REQUESTS = 2_000  # per row and repeat, through a client
 BREAKER_CALLS = 10_000  # per row and repeat, the transport called directly
@@ -600,6 +603,33 @@ def sync_breaker() -> Piece:
     return piece
 
 
+def retry_budget() -> Piece:
+    piece = Piece(
+        "sync retry budget per call (standard vs budget off)",
+        "us",
+        BUDGET_RETRY_BUDGET_US,
+    )
+    transport_class, options_class = (
+        ours("ResilientTransport"),
+        ours("HttpResilienceOptions"),
+    )
+    if transport_class is None or options_class is None:
+        piece.note = not_yet("ResilientTransport, HttpResilienceOptions")
+        return piece
+    budgeted = transport_class(httpx.MockTransport(ok))
+    unbudgeted = transport_class(
+        httpx.MockTransport(ok), options=options_class(retry_budget_ratio=None)
+    )
+    request = httpx.Request("GET", MOCK_URL)
+    rows = [
+        SyncRow("with", call=lambda: budgeted.handle_request(request)),
+        SyncRow("without", call=lambda: unbudgeted.handle_request(request)),
+    ]
+    measure_sync(rows, BREAKER_CALLS)
+    piece.with_it, piece.without = rows[0].us, rows[1].us
+    return piece
+
+
 def host_growth() -> Piece:
     piece = Piece(
         f"{MANY_HOSTS:,} hosts vs {FEW_HOSTS} round-robin, default registry",
@@ -683,7 +713,7 @@ async def run_async(base: str) -> tuple[list[Section], list[Amplification]]:
 
 def run_pieces() -> list[Piece]:
     pieces = [asyncio.run(correlation_async()), correlation_sync()]
-    return [*pieces, sync_breaker(), host_growth()]
+    return [*pieces, sync_breaker(), retry_budget(), host_growth()]
 
 
 def run_sync(base: str) -> list[Section]:
