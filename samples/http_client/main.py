@@ -1,4 +1,4 @@
-"""Resilient HTTP clients against a flaky inventory server: retries, a breaker, POST.
+"""Resilient HTTP clients against a flaky server: retries, a breaker, POST, a budget.
 
 Run it with ``make demo`` (or ``python samples/http_client/main.py``). The
 inventory server is a small ASGI app in this file, served by uvicorn on
@@ -24,6 +24,7 @@ from http_resilience import (
     BreakerEvent,
     BrokenCircuitError,
     HttpEvent,
+    RejectionEvent,
     RetryEvent,
     SystemClock,
 )
@@ -41,8 +42,12 @@ Send = Callable[[Message], Awaitable[None]]
 BREAK = 0.3  # seconds: short, so that the demo sees the breaker recover
 CLOCK = SystemClock()  # a test would pass http_resilience.testing.FakeClock
 
+OUTAGE_CALLS = 20
+
 # Options as an application reads them from its configuration file: retries
 # for everything, and for "stock" no retries and a breaker that trips early.
+# "catalog" keeps the retry budget's share (0.2 retries per call) but not its
+# floor of 10 retries a second, so the demo's figures are the same every run.
 CONFIG = {
     "resilience": {
         "http": {
@@ -53,7 +58,8 @@ CONFIG = {
                     "minimum_throughput": 4,
                     "failure_ratio": 0.5,
                     "break_duration": BREAK,
-                }
+                },
+                "catalog": {"retry_budget_min_per_second": 0},
             },
         }
     }
@@ -66,7 +72,8 @@ class InventoryServer:
     - ``GET /items/widget``: 503 twice, then the item;
     - ``GET /stock/gadget``: 503 while `down`, else the stock;
     - ``POST /orders``: 503 on the first two requests of each
-      ``Idempotency-Key`` (and of the requests without one), then 201.
+      ``Idempotency-Key`` (and of the requests without one), then 201;
+    - ``GET /catalog/...``: always 503, and not printed (there are many).
     """
 
     def __init__(self) -> None:
@@ -83,7 +90,13 @@ class InventoryServer:
             return 503 if self.down else 200
         if method == "POST" and path == "/orders":
             return 503 if self.hits[key] <= 2 else 201
+        if path.startswith("/catalog/"):
+            return 503
         return 404
+
+    def catalog_hits(self) -> int:
+        """Requests the catalog routes answered."""
+        return sum(n for (_, path, _), n in self.hits.items() if "/catalog/" in path)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -99,7 +112,8 @@ class InventoryServer:
         seen = [f"[{headers.get('x-correlation-id')}]"]
         if "idempotency-key" in headers:
             seen.append(f"Idempotency-Key: {headers['idempotency-key']}")
-        print(f"   server: {scope['method']} {scope['path']} -> {status}", *seen)
+        if not scope["path"].startswith("/catalog/"):
+            print(f"   server: {scope['method']} {scope['path']} -> {status}", *seen)
         body = json.dumps({"status": status, "stock": 12}).encode()
         head = [(b"content-type", b"application/json")]
         await send({"type": "http.response.start", "status": status, "headers": head})
@@ -130,9 +144,20 @@ def serving(app: InventoryServer) -> Generator[str]:
         listener.close()
 
 
+REFUSED: Counter[str] = Counter()
+
+
 def show(event: HttpEvent) -> None:
-    """A listener: print the retries and the breaker's changes (no timings)."""
-    if isinstance(event, RetryEvent):
+    """A listener: print the retries and the breaker's changes (no timings).
+
+    The catalog's retries are many and alike: counted, not printed, as are
+    the requests refused in the process.
+    """
+    if isinstance(event, RejectionEvent):
+        REFUSED[event.reason] += 1
+    elif isinstance(event, RetryEvent) and event.client == "catalog":
+        REFUSED["retried"] += 1
+    elif isinstance(event, RetryEvent):
         print(
             f"   client {event.client!r}: attempt {event.attempt} failed "
             f"({event.reason}), retrying"
@@ -192,13 +217,32 @@ async def posts(factory: HttpClientFactory) -> None:
     print(f"   -> {response.status_code} after three attempts")
 
 
+async def budget(factory: HttpClientFactory, app: InventoryServer) -> None:
+    print("4. The catalog is down for everyone: the retry budget bounds the retries")
+    catalog = factory.async_client("catalog")
+    statuses: Counter[int] = Counter()
+    for call in range(OUTAGE_CALLS):
+        response = await catalog.get(f"/catalog/item-{call}")
+        statuses[response.status_code] += 1
+    print(
+        f"   {OUTAGE_CALLS} calls, each answered {', '.join(map(str, statuses))}; "
+        f"the server saw {app.catalog_hits()} requests"
+    )
+    print(
+        f"   {REFUSED['retried']} retries sent, {REFUSED['retry_budget']} refused "
+        f"by the budget (0.2 per call); without it: {4 * OUTAGE_CALLS} requests"
+    )
+
+
 async def main() -> None:
     app = InventoryServer()
     with serving(app) as url:
         print("The flaky inventory server is up on 127.0.0.1.")
         module = HttpClientsModule(
-            lambda clients: clients.add("inventory", base_url=url).add(
-                "stock", base_url=url
+            lambda clients: (
+                clients.add("inventory", base_url=url)
+                .add("stock", base_url=url)
+                .add("catalog", base_url=url)
             ),
             config=CONFIG,
             clock=CLOCK,
@@ -209,6 +253,7 @@ async def main() -> None:
             await retries(factory)
             await breaker(factory, app)
             await posts(factory)
+            await budget(factory, app)
     print("The server is stopped.")
 
 

@@ -51,6 +51,9 @@ The flaky inventory server is up on 127.0.0.1.
    client 'inventory': attempt 2 failed (503), retrying
    server: POST /orders -> 201 [order-2] Idempotency-Key: order-7
    -> 201 after three attempts
+4. The catalog is down for everyone: the retry budget bounds the retries
+   20 calls, each answered 503; the server saw 24 requests
+   4 retries sent, 20 refused by the budget (0.2 per call); without it: 80 requests
 The server is stopped.
 """
 
