@@ -2,7 +2,8 @@
 
 Every request goes to a host never seen before, through `AsyncResilientTransport`
 around an `httpx.MockTransport`, with a small `maximum_hosts`. The registry of
-per-host breakers must never hold more than `maximum_hosts`, and the memory
+per-host breakers (and of retry budgets) must never hold more than
+`maximum_hosts`, and the memory
 traced while the last 90,000 hosts go through must stay far below what keeping
 them would cost. That cost is measured, not guessed: the same transport with a
 bound it never reaches retains every host of a 5,000-host run.
@@ -33,6 +34,7 @@ from http_resilience import (
     HttpResilienceOptions,
 )
 from http_resilience._strategies.breaker import AsyncBreaker, HostRegistry
+from http_resilience._strategies.budget import AsyncRetryBudget, BudgetRegistry
 from http_resilience.testing import FakeClock
 from tests.support.figures import record
 
@@ -64,6 +66,16 @@ def registry_of(subject: AsyncResilientTransport) -> HostRegistry:
     breaker = built.find(AsyncBreaker)
     assert breaker is not None
     registry = breaker.strategy.registry
+    assert registry is not None
+    return registry
+
+
+def budgets_of(subject: AsyncResilientTransport) -> BudgetRegistry:
+    # The retry budgets are kept per host too, under the same bound.
+    built = subject._built  # pyright: ignore[reportPrivateUsage]
+    budget = built.find(AsyncRetryBudget)
+    assert budget is not None
+    registry = budget.strategy.registry
     assert registry is not None
     return registry
 
@@ -128,6 +140,10 @@ async def test_100_000_hosts_keep_the_registry_and_memory_bounded() -> None:
     assert len(registry) == MAXIMUM_HOSTS
     # The most recent hosts are the ones held.
     assert registry.keys()[-1] == f"http://host-{HOSTS - 1}.example:80"
+    budgets = budgets_of(bounded)
+    assert len(budgets) == MAXIMUM_HOSTS
+    assert budgets.keys()[-1] == f"http://host-{HOSTS - 1}.example:80"
+    assert len(budgets_of(keeping)) == BASELINE_HOSTS
     allowed = per_host * ALLOWED_IN_HOSTS
     record(
         "host_registry_memory",
