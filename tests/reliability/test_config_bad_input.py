@@ -50,6 +50,8 @@ POSITIVE_DURATION = "duration, more than 0"
 RATIO = "ratio in (0, 1]"
 SHARE = "number at least 0"
 SHARE_OR_OFF = "number at least 0, or None"
+RESERVE_OR_OFF = "number in [0, 1), or None"
+HEADER_NAMES = "three distinct header names"
 FLAG = "boolean"
 POLICY = "partial stream policy"
 CALLABLE = "callable"
@@ -76,6 +78,8 @@ FIELDS: dict[type[pydantic.BaseModel], dict[str, str]] = {
         "retry_budget_min_per_second": COUNT,
         "retry_budget_window": POSITIVE_DURATION,
         "budget_per_host": FLAG,
+        "quota_reserve": RESERVE_OR_OFF,
+        "quota_legacy_headers": HEADER_NAMES,
     },
     RetryBudgetOptions: {
         "retry_budget_ratio": SHARE,
@@ -242,6 +246,21 @@ INVALID: dict[str, list[object]] = {
     CLOCK: [object(), 3, "system", None],
 }
 INVALID[SHARE] = [*INVALID[SHARE_OR_OFF], None, "none"]
+INVALID[RESERVE_OR_OFF] = [*INVALID[SHARE_OR_OFF], 1, 1.0, "1", 1.5]
+INVALID[HEADER_NAMES] = [
+    ("X-Limit", "X-Left"),
+    ("X-Limit", "X-Left", "X-Reset", "X-More"),
+    ("X-Limit", "x-limit", "X-Reset"),
+    ("X Limit", "X-Left", "X-Reset"),
+    ("", "X-Left", "X-Reset"),
+    ("X-Limit:", "X-Left", "X-Reset"),
+    ("X-Lïmit", "X-Left", "X-Reset"),
+    "X-Limit,X-Left",
+    "",
+    None,
+    3,
+    (1, 2, 3),
+]
 # Accepted at the edge of each bound: the bounds are not tighter than documented.
 VALID: dict[str, list[object]] = {
     COUNT: [0, "0", " 7 ", 3.0, 10**9],
@@ -251,6 +270,12 @@ VALID: dict[str, list[object]] = {
     RATIO: [1, 1.0, "1", 0.5, 5e-324],
     SHARE: [0, 0.0, "0", 0.2, 5e-324, 1, 3.5, 1000],
     SHARE_OR_OFF: [0, 0.2, 5, None, "none", "None", " OFF ", "null"],
+    RESERVE_OR_OFF: [0, 0.0, 0.1, 0.999, None, "none", "off"],
+    HEADER_NAMES: [
+        ("X-Rate-Limit-Limit", "X-Rate-Limit-Remaining", "X-Rate-Limit-Reset"),
+        ["RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"],
+        "X-Limit, X-Left ,X-Reset",
+    ],
     FLAG: [True, False, "true", "false", "1", "0", 1, 0],
     POLICY: ["rethrow_mid_stream", "restart_from_start"],
     CALLABLE: [bool, callable],

@@ -337,6 +337,7 @@ def test_the_standard_pipeline_is_the_builders_preset() -> None:
         "timeout 30 s",
         "retry budget",
         "retry",
+        "quota",
         "breaker",
         "timeout 10 s",
     ]
@@ -346,13 +347,22 @@ def test_the_standard_pipeline_is_the_builders_preset() -> None:
         (True, False, False),
         (False, False, False),
         (False, False, False),
+        (False, False, False),
         (False, True, True),
     ]
     attempt = steps[-1]
     assert isinstance(attempt, TimeoutOptions)
     assert attempt.own_transport_timeout is False
-    unbudgeted = standard_steps(HttpResilienceOptions(retry_budget_ratio=None))
-    assert "retry budget" not in [step.label for step in unbudgeted]
+    bare = standard_steps(
+        HttpResilienceOptions(retry_budget_ratio=None, quota_reserve=None)
+    )
+    assert [step.label for step in bare] == [
+        "limiter",
+        "timeout 30 s",
+        "retry",
+        "breaker",
+        "timeout 10 s",
+    ]
 
 
 async def test_every_cutting_timeout_of_a_transport_shares_one_timer() -> None:

@@ -39,6 +39,12 @@ def test_the_defaults_are_the_standard_pipeline() -> None:
         "retry_budget_min_per_second": 10,
         "retry_budget_window": timedelta(seconds=10),
         "budget_per_host": True,
+        "quota_reserve": 0.1,
+        "quota_legacy_headers": (
+            "X-RateLimit-Limit",
+            "X-RateLimit-Remaining",
+            "X-RateLimit-Reset",
+        ),
     }
     assert HttpResilienceOptions.SECTION == "resilience.http"
 

@@ -29,6 +29,7 @@ from http_resilience._core.classify import (
 )
 from http_resilience._core.clock import Clock, utc_now
 from http_resilience._core.durations import Duration, DurationInput
+from http_resilience._core.errors import BrokenCircuitError, RateLimitedError
 from http_resilience._core.fields import FROZEN, Count
 from http_resilience._core.pipeline import (
     AsyncHandler,
@@ -134,6 +135,13 @@ class RetryDecision:
         doublings = min(max(attempt - 1, 0), _MAX_DOUBLINGS)
         return self._base * 2.0**doublings * min(0.5 + 0.5 * draw, _BELOW_ONE)
 
+    def allows(self, attempt: int, wait: float, *, now: float, deadline: float) -> bool:
+        """Whether another attempt may follow attempt `attempt` after `wait` s.
+
+        Within `max_retry_attempts`, and the wait ending before `deadline`.
+        """
+        return attempt <= self._max and now + wait < deadline
+
     def next_delay(
         self,
         attempt: int,
@@ -150,9 +158,7 @@ class RetryDecision:
         if attempt > self._max:
             return None
         wait = self.delay(attempt, response)
-        if now + wait >= deadline:
-            return None
-        return wait
+        return wait if self.allows(attempt, wait, now=now, deadline=deadline) else None
 
 
 class RetryStrategy:
@@ -249,6 +255,35 @@ class RetryStrategy:
             self._telemetry.retry(call.method, call.host, call.attempt, delay, reason)
         return delay
 
+    def after_refusal(
+        self,
+        request: httpx.Request,
+        body: object,
+        call: Call,
+        exc: BrokenCircuitError | RateLimitedError,
+    ) -> float | None:
+        """After an attempt was refused in this process: the wait, or None to raise.
+
+        Only a refusal that says when to come back and is about the host (a
+        spent published quota) is waited for, as a ``Retry-After`` is: never
+        past the deadline, within `max_retry_attempts`, and charged to the
+        retry budget. An open breaker or a full limiter ends the call.
+        """
+        if not isinstance(exc, RateLimitedError) or exc.reason != "quota":
+            return None
+        wait = exc.retry_after
+        if wait is None or not self._decision.will_retry(request, body):
+            return None
+        now = self._now()
+        if not self._decision.allows(
+            call.attempt, wait, now=now, deadline=call.deadline
+        ):
+            return None
+        if call.budget is not None and not self._charged(call):
+            return None
+        self._telemetry.retry(call.method, call.host, call.attempt, wait, "quota")
+        return wait
+
     def refused(self, call: Call) -> None:
         """A retry the budget was charged for was refused in this process: refund it."""
         if call.budget is not None:
@@ -284,10 +319,12 @@ class AsyncRetry:
             started = strategy.started(call, attempt)
             try:
                 response = await self._next.handle(request, call)
-            except LOCAL_REFUSALS:
+            except LOCAL_REFUSALS as exc:
                 if attempt > 1:
                     strategy.refused(call)
-                raise
+                delay = strategy.after_refusal(request, body, call, exc)
+                if delay is None:
+                    raise
             except FAILURE_EXCEPTIONS as exc:
                 delay = strategy.after_error(request, body, call, exc, started)
                 if delay is None:
@@ -317,10 +354,12 @@ class SyncRetry:
             started = strategy.started(call, attempt)
             try:
                 response = self._next.handle_sync(request, call)
-            except LOCAL_REFUSALS:
+            except LOCAL_REFUSALS as exc:
                 if attempt > 1:
                     strategy.refused(call)
-                raise
+                delay = strategy.after_refusal(request, body, call, exc)
+                if delay is None:
+                    raise
             except FAILURE_EXCEPTIONS as exc:
                 delay = strategy.after_error(request, body, call, exc, started)
                 if delay is None:

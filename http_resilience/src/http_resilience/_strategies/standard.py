@@ -13,6 +13,7 @@ from pydantic import (
     Field,
     ValidationError,
     ValidationInfo,
+    field_validator,
     model_validator,
 )
 
@@ -39,6 +40,13 @@ from http_resilience._strategies.limiter import (
     DEFAULT_CONCURRENCY_LIMIT,
     DEFAULT_QUEUE_LIMIT,
     LimiterOptions,
+)
+from http_resilience._strategies.quota import (
+    DEFAULT_QUOTA_LEGACY_HEADERS,
+    DEFAULT_QUOTA_RESERVE,
+    QuotaOptions,
+    check_legacy_headers,
+    split_header_names,
 )
 from http_resilience._strategies.retry import (
     DEFAULT_BASE_DELAY,
@@ -68,8 +76,8 @@ _CLIENTS = "clients"
 class HttpResilienceOptions(BaseModel):
     """The standard pipeline of one named client, outermost strategy first.
 
-    concurrency limiter, total timeout, retry budget, retry, circuit breaker,
-    attempt timeout.
+    concurrency limiter, total timeout, retry budget, retry, published quota,
+    circuit breaker, attempt timeout.
 
     The delay before retry n (1 for the first) is ``base_delay * 2**(n-1)``
     scaled by a random factor in [0.5, 1) (jitter is always on), unless a 429
@@ -115,6 +123,15 @@ class HttpResilienceOptions(BaseModel):
         budget_per_host: One retry budget per scheme, host and port (kept as
             the breakers are, at most `maximum_hosts`); False shares one
             between every host. Default True.
+        quota_reserve: The share of a host's published quota held back: once
+            ``remaining <= quota_reserve x quota`` (``RateLimit`` fields, or
+            the legacy triple), attempts to it are refused in this process
+            until the reset, with `RateLimitedError`. In [0, 1). Default 0.1;
+            None reads no rate-limit headers at all.
+        quota_legacy_headers: The legacy triple's names, in the order limit,
+            remaining, reset. Default ``("X-RateLimit-Limit",
+            "X-RateLimit-Remaining", "X-RateLimit-Reset")``; in the
+            environment, the three joined by commas.
 
     Durations accept a `timedelta`, a number of seconds, ``"200ms"``, ``"2s"``,
     ``"5m"``, ``"1h"`` or ISO 8601 (``"PT0.2S"``), up to 24 days each.
@@ -164,6 +181,20 @@ class HttpResilienceOptions(BaseModel):
         default=DEFAULT_RETRY_BUDGET_WINDOW, gt=timedelta(0)
     )
     budget_per_host: bool = DEFAULT_BUDGET_PER_HOST
+    quota_reserve: RatioOrOff = Field(
+        default=DEFAULT_QUOTA_RESERVE, ge=0.0, lt=1.0, allow_inf_nan=False
+    )
+    quota_legacy_headers: tuple[str, str, str] = DEFAULT_QUOTA_LEGACY_HEADERS
+
+    @field_validator("quota_legacy_headers", mode="before")
+    @classmethod
+    def _split(cls, names: object) -> object:
+        return split_header_names(names)
+
+    @field_validator("quota_legacy_headers")
+    @classmethod
+    def _header_names(cls, names: tuple[str, str, str]) -> tuple[str, str, str]:
+        return check_legacy_headers(names)
 
     if TYPE_CHECKING:
         # What type checkers see: durations given in every form pydantic reads,
@@ -189,6 +220,8 @@ class HttpResilienceOptions(BaseModel):
             retry_budget_min_per_second: int = DEFAULT_RETRY_BUDGET_MIN_PER_SECOND,
             retry_budget_window: DurationInput = DEFAULT_RETRY_BUDGET_WINDOW,
             budget_per_host: bool = DEFAULT_BUDGET_PER_HOST,
+            quota_reserve: float | None = DEFAULT_QUOTA_RESERVE,
+            quota_legacy_headers: tuple[str, str, str] = DEFAULT_QUOTA_LEGACY_HEADERS,
         ) -> None: ...
 
     @model_validator(mode="after")
@@ -285,8 +318,9 @@ def standard_steps(options: HttpResilienceOptions) -> tuple[StepOptions, ...]:
     """The standard pipeline as the builder's steps, outermost first.
 
     Concurrency limiter, total timeout, retry budget (unless
-    `retry_budget_ratio` is None), retry, circuit breaker, attempt timeout:
-    the builder's rules make the total timeout arm no timer of its
+    `retry_budget_ratio` is None), retry, published quota (unless
+    `quota_reserve` is None), circuit breaker, attempt timeout: the builder's
+    rules make the total timeout arm no timer of its
     own (the attempt timeout cuts at the earlier deadline) and the attempt
     timeout own the transport's time when `own_transport_timeout` says so.
     """
@@ -298,6 +332,15 @@ def standard_steps(options: HttpResilienceOptions) -> tuple[StepOptions, ...]:
                 retry_budget_min_per_second=options.retry_budget_min_per_second,
                 retry_budget_window=options.retry_budget_window,
                 budget_per_host=options.budget_per_host,
+                maximum_hosts=options.maximum_hosts,
+            ),
+        )
+    quota: tuple[StepOptions, ...] = ()
+    if options.quota_reserve is not None:
+        quota = (
+            QuotaOptions(
+                quota_reserve=options.quota_reserve,
+                quota_legacy_headers=options.quota_legacy_headers,
                 maximum_hosts=options.maximum_hosts,
             ),
         )
@@ -313,6 +356,7 @@ def standard_steps(options: HttpResilienceOptions) -> tuple[StepOptions, ...]:
             base_delay=options.base_delay,
             retry_unsafe_methods=options.retry_unsafe_methods,
         ),
+        *quota,
         BreakerOptions(
             failure_ratio=options.failure_ratio,
             sampling_duration=options.sampling_duration,

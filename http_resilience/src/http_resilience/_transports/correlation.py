@@ -23,7 +23,6 @@ normalise every header of the copy first.
 from __future__ import annotations
 
 import itertools
-import operator
 import os
 import re
 import secrets
@@ -35,6 +34,7 @@ from typing import Final
 import httpx
 
 from http_resilience._core.pipeline import Stamp
+from http_resilience._core.raw_headers import KEEPS_TRIPLES, LOWER_KEY, triples
 
 __all__ = [
     "CORRELATION_EXTENSION",
@@ -210,8 +210,8 @@ def correlation_stamp(header: str) -> Stamp:
         return chosen
 
     def stamp(attempt: httpx.Request, request: httpx.Request) -> None:
-        entries: list[tuple[bytes, bytes, bytes]] = attempt.headers._list  # pyright: ignore[reportPrivateUsage]
-        if lowered in map(_LOWER_KEY, entries):  # the search runs in C
+        entries = triples(attempt.headers)
+        if lowered in map(LOWER_KEY, entries):  # the search runs in C
             return
         # `chosen_for`, written out: this runs on every attempt.
         extensions = request.extensions
@@ -226,17 +226,4 @@ def correlation_stamp(header: str) -> Stamp:
         if header not in attempt.headers:
             attempt.headers[header] = chosen_for(request)
 
-    return stamp if _TRIPLES else stamp_through_mapping
-
-
-def _keeps_triples() -> bool:
-    """Whether httpx keeps headers as (raw key, lower-case key, value) triples.
-
-    It has since 0.18; an httpx that stops gets the slower, public way.
-    """
-    entries = getattr(httpx.Headers({"A": "b"}), "_list", None)
-    return entries == [(b"A", b"a", b"b")] and isinstance(entries, list)
-
-
-_TRIPLES: Final = _keeps_triples()
-_LOWER_KEY: Final = operator.itemgetter(1)
+    return stamp if KEEPS_TRIPLES else stamp_through_mapping
