@@ -13,7 +13,11 @@ so tests sharing the server stay apart by using their own keys.
 | `/sleep/{seconds}` | 200 after `seconds` |
 | `/hedge/{first_sleep}` | first hit 200 after `first_sleep`, later hits at once |
 | `/healthy` | 200 |
+| `/quota/{limit}/{reset}` | hit n: 200 (429 past `limit`), publishing r=limit-n |
+| `/legacy-quota/{limit}/{reset}` | the same in the legacy `X-RateLimit-*` triple |
 
+The quota routes publish `RateLimit-Policy: "window";q=limit;w=60` and
+`RateLimit: "window";r=limit-n;t=reset` (or the triple), never resetting.
 Codes are 200-599, durations seconds (a float, at most `MAX_SLEEP`). A route
 that does not parse answers 404 and counts nothing. Every counted answer has a
 small JSON body, `{"key": ..., "hit": n, "status": code}`, and the header
@@ -118,6 +122,10 @@ def _route(path: str) -> Route | None:
             header = ((b"retry-after", value.encode()),)
             answer = _Answer(code, headers=header)
             return lambda hit: answer if hit == 1 else OK
+    if name in ("quota", "legacy-quota") and len(parts) == 2:
+        allowed, reset = parts
+        if all(part.isascii() and part.isdigit() for part in parts):
+            return _quota(int(allowed), reset, legacy=name == "legacy-quota")
     if name in ("sleep", "hedge") and len(parts) == 1:
         seconds = _seconds(parts[0])
         if seconds is None:
@@ -127,6 +135,28 @@ def _route(path: str) -> Route | None:
             return lambda hit: sleep
         return lambda hit: sleep if hit == 1 else OK
     return None
+
+
+def _quota(limit: int, reset: str, *, legacy: bool) -> Route:
+    """A quota of `limit` hits, each answer publishing what is left of it."""
+
+    def answer(hit: int) -> _Answer:
+        left = str(max(limit - hit, 0)).encode()
+        headers: tuple[tuple[bytes, bytes], ...]
+        if legacy:
+            headers = (
+                (b"x-ratelimit-limit", str(limit).encode()),
+                (b"x-ratelimit-remaining", left),
+                (b"x-ratelimit-reset", reset.encode()),
+            )
+        else:
+            headers = (
+                (b"ratelimit-policy", f'"window";q={limit};w=60'.encode()),
+                (b"ratelimit", b'"window";r=' + left + b";t=" + reset.encode()),
+            )
+        return _Answer(200 if hit <= limit else 429, headers=headers)
+
+    return answer
 
 
 def _key(scope: Message) -> str:
