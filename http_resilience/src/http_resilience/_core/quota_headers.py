@@ -18,11 +18,11 @@ present is passed in.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Final, TypeAlias, TypeGuard
+from typing import Final, NamedTuple, TypeAlias, TypeGuard
 
 __all__ = [
     "LEGACY_HEADERS",
@@ -48,8 +48,7 @@ UNIX_TIME_ABOVE: Final = 1e9
 """A legacy reset above this is a Unix time (2001 on), else seconds from now."""
 
 
-@dataclass(frozen=True, slots=True)
-class Quota:
+class Quota(NamedTuple):
     """What a host's response says of one of its quotas.
 
     Attributes:
@@ -69,8 +68,7 @@ BareItem: TypeAlias = int | float | str | bytes | bool
 Parameters: TypeAlias = dict[str, BareItem]
 
 
-@dataclass(frozen=True, slots=True)
-class SfItem:
+class SfItem(NamedTuple):
     """One member of a structured-field List: a value and its parameters.
 
     An inner list's value is the tuple of its items' values.
@@ -90,26 +88,81 @@ _NUMBER: Final = re.compile(r"-?[0-9]+(?:\.[0-9]+)?")
 _BINARY: Final = re.compile(r":([A-Za-z0-9+/=]*):")
 
 
-def parse_list(lines: Sequence[str]) -> list[SfItem] | None:
+# The shape nearly every quota field has: Strings, Tokens and Integers, with
+# parameters of the same (or Booleans), no escapes, no inner lists. A field of
+# that shape is read with three regular expressions; any other goes through
+# the whole grammar.
+_S_TOKEN = r"[A-Za-z*][!#$%&'*+\-.^_`|~0-9A-Za-z:/]*"
+_S_STRING = r'"[ !#-\[\]-~]*"'
+_S_INTEGER = r"-?[0-9]{1,15}"
+_S_VALUE = rf"(?:{_S_INTEGER}|{_S_STRING}|{_S_TOKEN}|\?[01])"
+_S_PARAMETER = rf";[ ]*[a-z*][a-z0-9_.*-]*(?:={_S_VALUE})?"
+_S_MEMBER = rf"(?:{_S_STRING}|{_S_TOKEN}|{_S_INTEGER})(?:{_S_PARAMETER})*"
+_SIMPLE_LIST: Final = re.compile(rf"{_S_MEMBER}(?:[ \t]*,[ \t]*{_S_MEMBER})*")
+_SIMPLE_MEMBER: Final = re.compile(
+    rf"({_S_STRING}|{_S_TOKEN}|{_S_INTEGER})((?:{_S_PARAMETER})*)"
+)
+_SIMPLE_PARAMETER: Final = re.compile(rf";[ ]*([a-z*][a-z0-9_.*-]*)(?:=({_S_VALUE}))?")
+
+
+def _simple_value(text: str) -> BareItem:
+    first = text[0]
+    if first == '"':
+        return text[1:-1]
+    if first == "?":
+        return text == "?1"
+    if first == "-" or first in _DIGITS:
+        return int(text)
+    return text
+
+
+_DIGITS: Final = frozenset("0123456789")
+
+
+def _simple_list(text: str) -> list[SfItem]:
+    value = _simple_value
+    return [
+        SfItem(
+            value(item),
+            {
+                key: value(raw) if raw else True
+                for key, raw in _SIMPLE_PARAMETER.findall(parameters)
+            },
+        )
+        for item, parameters in _SIMPLE_MEMBER.findall(text)
+    ]
+
+
+def parse_list(lines: Sequence[str]) -> tuple[SfItem, ...] | None:
     """A structured-field List from its field lines, or None if it does not parse.
 
     The lines are joined with ``", "``, as RFC 9110 combines a field sent more
-    than once.
+    than once. The last `PARSED_KEPT` fields read are remembered: a host
+    sends the same policy on every answer.
 
     Example:
-        >>> [(m.value, m.parameters) for m in parse_list(['"burst";q=100;w=60'])]
+        >>> [(m.value, m.parameters) for m in parse_list(['"burst";q=100;w=60']) or ()]
         [('burst', {'q': 100, 'w': 60})]
         >>> parse_list(['"burst";q=1.5.5']) is None
         True
     """
-    text = ", ".join(lines).strip(" ")
+    return _parse(", ".join(lines).strip(" "))
+
+
+PARSED_KEPT: Final = 256
+
+
+@functools.lru_cache(maxsize=PARSED_KEPT)
+def _parse(text: str) -> tuple[SfItem, ...] | None:
     if not text:
         return None
+    if _SIMPLE_LIST.fullmatch(text):
+        return tuple(_simple_list(text))
     try:
         members, at = _members(text)
     except _Invalid:
         return None
-    return members if at == len(text) else None
+    return tuple(members) if at == len(text) else None
 
 
 def _members(text: str) -> tuple[list[SfItem], int]:

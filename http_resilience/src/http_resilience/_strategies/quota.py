@@ -202,20 +202,24 @@ class QuotaStrategy:
     def read(self, call: Call, response: httpx.Response) -> None:
         """Read the quota `response` publishes for the call's host."""
         headers = response.headers
+        values: Callable[[bytes], list[str] | None]
         if KEEPS_TRIPLES:
+            # One pass over the raw headers: most answers publish nothing.
             names = self._names
-            for entry in triples(headers):
-                if entry[1] in names:
-                    break
-            else:
-                return  # the usual case: nothing published
-        quotas = standard_quota(
-            headers.get_list("ratelimit-policy"), headers.get_list("ratelimit")
-        )
+            found: dict[bytes, list[str]] | None = None
+            for _, lowered, value in triples(headers):
+                if lowered in names:
+                    if found is None:
+                        found = {}
+                    found.setdefault(lowered, []).append(value.decode("latin-1"))
+            if found is None:
+                return
+            values = found.get
+        else:
+            values = self._from_mapping(headers)
+        quotas = standard_quota(values(_POLICY) or (), values(_RATELIMIT) or ())
         if not quotas:
-            limit, remaining, reset = (
-                headers.get_list(name.decode("ascii")) for name in self._legacy
-            )
+            limit, remaining, reset = (values(name) or () for name in self._legacy)
             legacy = legacy_quota(limit, remaining, reset, now=self._wall())
             if legacy is None:
                 return
@@ -233,6 +237,15 @@ class QuotaStrategy:
             wait = spent_for(quotas, reserve)
         if wait is not None and wait > 0:
             self._book.refuse(call.host, self._now() + wait)
+
+    @staticmethod
+    def _from_mapping(
+        headers: httpx.Headers,
+    ) -> Callable[[bytes], list[str] | None]:
+        def values(name: bytes) -> list[str] | None:
+            return headers.get_list(name.decode("ascii")) or None
+
+        return values
 
 
 class AsyncQuota:
