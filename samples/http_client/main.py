@@ -1,4 +1,4 @@
-"""Resilient HTTP clients against a flaky server: retries, a breaker, POST, a budget.
+"""Resilient HTTP clients against a flaky server: retries, a breaker, POST, budget, quota.
 
 Run it with ``make demo`` (or ``python samples/http_client/main.py``). The
 inventory server is a small ASGI app in this file, served by uvicorn on
@@ -24,6 +24,7 @@ from http_resilience import (
     BreakerEvent,
     BrokenCircuitError,
     HttpEvent,
+    RateLimitedError,
     RejectionEvent,
     RetryEvent,
     SystemClock,
@@ -43,6 +44,7 @@ BREAK = 0.3  # seconds: short, so that the demo sees the breaker recover
 CLOCK = SystemClock()  # a test would pass http_resilience.testing.FakeClock
 
 OUTAGE_CALLS = 20
+PARTNER_QUOTA = 10
 
 # Options as an application reads them from its configuration file: retries
 # for everything, and for "stock" no retries and a breaker that trips early.
@@ -60,6 +62,7 @@ CONFIG = {
                     "break_duration": BREAK,
                 },
                 "catalog": {"retry_budget_min_per_second": 0},
+                "partner": {"max_retry_attempts": 0},
             },
         }
     }
@@ -73,7 +76,9 @@ class InventoryServer:
     - ``GET /stock/gadget``: 503 while `down`, else the stock;
     - ``POST /orders``: 503 on the first two requests of each
       ``Idempotency-Key`` (and of the requests without one), then 201;
-    - ``GET /catalog/...``: always 503, and not printed (there are many).
+    - ``GET /catalog/...``: always 503, and not printed (there are many);
+    - ``GET /partner/...``: 200 while its quota of `PARTNER_QUOTA` a minute
+      lasts, each answer saying what is left in ``RateLimit`` fields.
     """
 
     def __init__(self) -> None:
@@ -92,7 +97,23 @@ class InventoryServer:
             return 503 if self.hits[key] <= 2 else 201
         if path.startswith("/catalog/"):
             return 503
+        if path.startswith("/partner/"):
+            return 200 if self.partner_hits() <= PARTNER_QUOTA else 429
         return 404
+
+    def partner_hits(self) -> int:
+        """Requests the partner routes answered."""
+        return sum(n for (_, path, _), n in self.hits.items() if "/partner/" in path)
+
+    def quota_headers(self, path: str) -> list[tuple[bytes, bytes]]:
+        """What the partner routes publish: the quota, and what is left of it."""
+        if not path.startswith("/partner/"):
+            return []
+        left = max(PARTNER_QUOTA - self.partner_hits(), 0)
+        return [
+            (b"ratelimit-policy", f'"minute";q={PARTNER_QUOTA};w=60'.encode()),
+            (b"ratelimit", f'"minute";r={left};t=60'.encode()),
+        ]
 
     def catalog_hits(self) -> int:
         """Requests the catalog routes answered."""
@@ -116,6 +137,7 @@ class InventoryServer:
             print(f"   server: {scope['method']} {scope['path']} -> {status}", *seen)
         body = json.dumps({"status": status, "stock": 12}).encode()
         head = [(b"content-type", b"application/json")]
+        head += self.quota_headers(scope["path"])
         await send({"type": "http.response.start", "status": status, "headers": head})
         await send({"type": "http.response.body", "body": body})
 
@@ -234,6 +256,24 @@ async def budget(factory: HttpClientFactory, app: InventoryServer) -> None:
     )
 
 
+async def quota(factory: HttpClientFactory, app: InventoryServer) -> None:
+    print("5. The partner API publishes its quota: the client keeps a tenth back")
+    partner = factory.async_client("partner")
+    for call in range(1, PARTNER_QUOTA + 1):
+        try:
+            with correlation_id("offers"):
+                response = await partner.get(f"/partner/offer-{call}")
+        except RateLimitedError as refused:
+            print(
+                f"   call {call}: RateLimitedError ({refused.reason}), not sent; "
+                f"the quota resets in {refused.retry_after:.0f} s"
+            )
+        else:
+            left = response.headers["ratelimit"].rpartition("r=")[2].split(";")[0]
+            print(f"   call {call}: {response.status_code}, {left} left")
+    print(f"   the server saw {app.partner_hits()} requests and never answered 429")
+
+
 async def main() -> None:
     app = InventoryServer()
     with serving(app) as url:
@@ -243,6 +283,7 @@ async def main() -> None:
                 clients.add("inventory", base_url=url)
                 .add("stock", base_url=url)
                 .add("catalog", base_url=url)
+                .add("partner", base_url=url)
             ),
             config=CONFIG,
             clock=CLOCK,
@@ -254,6 +295,7 @@ async def main() -> None:
             await breaker(factory, app)
             await posts(factory)
             await budget(factory, app)
+            await quota(factory, app)
     print("The server is stopped.")
 
 

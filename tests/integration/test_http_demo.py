@@ -54,6 +54,27 @@ The flaky inventory server is up on 127.0.0.1.
 4. The catalog is down for everyone: the retry budget bounds the retries
    20 calls, each answered 503; the server saw 24 requests
    4 retries sent, 20 refused by the budget (0.2 per call); without it: 80 requests
+5. The partner API publishes its quota: the client keeps a tenth back
+   server: GET /partner/offer-1 -> 200 [offers]
+   call 1: 200, 9 left
+   server: GET /partner/offer-2 -> 200 [offers]
+   call 2: 200, 8 left
+   server: GET /partner/offer-3 -> 200 [offers]
+   call 3: 200, 7 left
+   server: GET /partner/offer-4 -> 200 [offers]
+   call 4: 200, 6 left
+   server: GET /partner/offer-5 -> 200 [offers]
+   call 5: 200, 5 left
+   server: GET /partner/offer-6 -> 200 [offers]
+   call 6: 200, 4 left
+   server: GET /partner/offer-7 -> 200 [offers]
+   call 7: 200, 3 left
+   server: GET /partner/offer-8 -> 200 [offers]
+   call 8: 200, 2 left
+   server: GET /partner/offer-9 -> 200 [offers]
+   call 9: 200, 1 left
+   call 10: RateLimitedError (quota), not sent; the quota resets in 60 s
+   the server saw 9 requests and never answered 429
 The server is stopped.
 """
 
