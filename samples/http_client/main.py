@@ -1,4 +1,4 @@
-"""Resilient HTTP clients against a flaky server: retries, a breaker, POST, budget, quota.
+"""Resilient HTTP clients against a flaky server: retry, breaker, POST, budget, quota.
 
 Run it with ``make demo`` (or ``python samples/http_client/main.py``). The
 inventory server is a small ASGI app in this file, served by uvicorn on
