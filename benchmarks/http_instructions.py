@@ -65,8 +65,8 @@ def clients() -> dict[str, Callable[[], Any]]:
             transport=RetryTransport(transport=mock())
         ),
         "ours: standard pipeline": lambda: resilient(),
-        "ours: standard, retry budget off": lambda: resilient(
-            options=HttpResilienceOptions(retry_budget_ratio=None)
+        "ours: standard, budget and quota off": lambda: resilient(
+            options=HttpResilienceOptions(retry_budget_ratio=None, quota_reserve=None)
         ),
         "ours: add_retry()": lambda: resilient(ResiliencePipeline().add_retry()),
         "ours: add_retry().add_breaker()": lambda: resilient(

@@ -28,9 +28,12 @@ and measures in one run, side by side:
    through `client.get`, async and sync (budget: <= +2 us); the circuit breaker
    alone, `ResilientTransport` with a pipeline of `add_retry().add_breaker()`
    against `add_retry()`, called directly (budget: <= 0.5 us per call); the
-   retry budget, the default `ResilientTransport` against one with
-   `retry_budget_ratio=None`, called directly (budget: <= 1 us per call); and
-   the default per-host registry (1,024 hosts) with requests round-robin over
+   retry budget and the published quota together, the default
+   `ResilientTransport` against one with `retry_budget_ratio=None` and
+   `quota_reserve=None`, called directly (budget: <= 1 us per call); reading
+   the quota a typical answer publishes (``RateLimit`` fields whose remaining
+   count changes on every answer) (budget: <= 2 us); and the default per-host
+   registry (1,024 hosts) with requests round-robin over
    100,000 distinct hosts against 10, through a default `ResilientTransport`
    called directly, each request built per call (budget: <= 1.5x per request).
 
@@ -75,6 +78,8 @@ BUDGET_OVERHEAD_RATIO = 2.5  # ours over bare / httpx-retries over bare
 BUDGET_CORRELATION_US = 2.0
 BUDGET_BREAKER_US = 0.5
 BUDGET_RETRY_BUDGET_US = 1.0
+BUDGET_QUOTA_READ_US = 2.0
+QUOTA_READS = 20_000
 BUDGET_HOSTS_RATIO = 1.5
 PIECE_REQUESTS = 2_000  # per row and repeat, through a client
 BREAKER_CALLS = 10_000  # per row and repeat, the transport called directly
@@ -605,7 +610,7 @@ def sync_breaker() -> Piece:
 
 def retry_budget() -> Piece:
     piece = Piece(
-        "sync retry budget per call (standard vs budget off)",
+        "sync retry budget and quota per call (standard vs off)",
         "us",
         BUDGET_RETRY_BUDGET_US,
     )
@@ -618,7 +623,8 @@ def retry_budget() -> Piece:
         return piece
     budgeted = transport_class(httpx.MockTransport(ok))
     unbudgeted = transport_class(
-        httpx.MockTransport(ok), options=options_class(retry_budget_ratio=None)
+        httpx.MockTransport(ok),
+        options=options_class(retry_budget_ratio=None, quota_reserve=None),
     )
     request = httpx.Request("GET", MOCK_URL)
     rows = [
@@ -627,6 +633,52 @@ def retry_budget() -> Piece:
     ]
     measure_sync(rows, BREAKER_CALLS)
     piece.with_it, piece.without = rows[0].us, rows[1].us
+    return piece
+
+
+def quota_read() -> Piece:
+    piece = Piece(
+        "reading a typical answer's published quota", "us", BUDGET_QUOTA_READ_US
+    )
+    if ours("HttpResilienceOptions") is None:
+        piece.note = not_yet("HttpResilienceOptions")
+        return piece
+    from http_resilience import SystemClock
+    from http_resilience._core.pipeline import Call
+    from http_resilience._core.telemetry import Telemetry
+    from http_resilience._strategies.quota import QuotaOptions, QuotaStrategy
+
+    strategy = QuotaStrategy(
+        options=QuotaOptions(), clock=SystemClock(), telemetry=Telemetry("bench")
+    )
+    call = Call("bench", "GET", "http://bench.invalid:80")
+    common = {
+        "content-type": "application/json",
+        "content-length": "120",
+        "date": "Tue, 01 Dec 2026 10:00:00 GMT",
+        "server": "bench",
+    }
+    published = [
+        httpx.Response(
+            200,
+            headers={
+                **common,
+                "RateLimit-Policy": '"hour";q=5000;w=3600',
+                "RateLimit": f'"hour";r={left};t=1800',
+            },
+        )
+        for left in range(4000, 4000 - QUOTA_READS, -1)
+    ]
+    silent = [httpx.Response(200, headers=common)] * QUOTA_READS
+    best = {"with": float("inf"), "without": float("inf")}
+    for _ in range(REPEATS):
+        for name, answers in (("with", published), ("without", silent)):
+            started = time.perf_counter()
+            for response in answers:
+                strategy.read(call, response)
+            elapsed = (time.perf_counter() - started) / QUOTA_READS * 1e6
+            best[name] = min(best[name], elapsed)
+    piece.with_it, piece.without = best["with"], best["without"]
     return piece
 
 
@@ -713,7 +765,7 @@ async def run_async(base: str) -> tuple[list[Section], list[Amplification]]:
 
 def run_pieces() -> list[Piece]:
     pieces = [asyncio.run(correlation_async()), correlation_sync()]
-    return [*pieces, sync_breaker(), retry_budget(), host_growth()]
+    return [*pieces, sync_breaker(), retry_budget(), quota_read(), host_growth()]
 
 
 def run_sync(base: str) -> list[Section]:
