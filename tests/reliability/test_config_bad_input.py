@@ -52,6 +52,9 @@ SHARE = "number at least 0"
 SHARE_OR_OFF = "number at least 0, or None"
 RESERVE_OR_OFF = "number in [0, 1), or None"
 HEADER_NAMES = "three distinct header names"
+STATUSES = "HTTP statuses"
+METHODS = "HTTP methods"
+BACKOFF = "backoff shape"
 FLAG = "boolean"
 POLICY = "partial stream policy"
 CALLABLE = "callable"
@@ -80,6 +83,13 @@ FIELDS: dict[type[pydantic.BaseModel], dict[str, str]] = {
         "budget_per_host": FLAG,
         "quota_reserve": RESERVE_OR_OFF,
         "quota_legacy_headers": HEADER_NAMES,
+        "retry_on_status": STATUSES,
+        "breaker_on_status": STATUSES,
+        "should_retry": OPTIONAL_CALLABLE,
+        "should_break": OPTIONAL_CALLABLE,
+        "retry_methods": METHODS,
+        "backoff": BACKOFF,
+        "max_delay": DURATION,
     },
     RetryBudgetOptions: {
         "retry_budget_ratio": SHARE,
@@ -92,6 +102,11 @@ FIELDS: dict[type[pydantic.BaseModel], dict[str, str]] = {
         "max_retry_attempts": COUNT,
         "base_delay": DURATION,
         "retry_unsafe_methods": FLAG,
+        "retry_on_status": STATUSES,
+        "should_retry": OPTIONAL_CALLABLE,
+        "retry_methods": METHODS,
+        "backoff": BACKOFF,
+        "max_delay": DURATION,
     },
     BreakerOptions: {
         "failure_ratio": RATIO,
@@ -100,6 +115,8 @@ FIELDS: dict[type[pydantic.BaseModel], dict[str, str]] = {
         "break_duration": POSITIVE_DURATION,
         "breaker_per_host": FLAG,
         "maximum_hosts": POSITIVE_COUNT,
+        "breaker_on_status": STATUSES,
+        "should_break": OPTIONAL_CALLABLE,
     },
     LimiterOptions: {
         "concurrency_limit": POSITIVE_COUNT,
@@ -247,6 +264,26 @@ INVALID: dict[str, list[object]] = {
 }
 INVALID[SHARE] = [*INVALID[SHARE_OR_OFF], None, "none"]
 INVALID[RESERVE_OR_OFF] = [*INVALID[SHARE_OR_OFF], 1, 1.0, "1", 1.5]
+INVALID[STATUSES] = [
+    600,
+    99,
+    0,
+    -1,
+    "600",
+    "5xx",
+    "504-500",
+    "500-600",
+    "abc",
+    True,
+    [True],
+    3.5,
+    None,
+    [503, "x"],
+    range(500, 601),
+    "\u0665\u0660\u0663",  # ARABIC-INDIC 503
+]
+INVALID[METHODS] = ["GET PUT", ["GET", ""], [3], None, 3, "G\u00e9T", ["GE T"]]
+INVALID[BACKOFF] = ["fibonacci", "Exponential", "", None, 2, True]
 INVALID[HEADER_NAMES] = [
     ("X-Limit", "X-Left"),
     ("X-Limit", "X-Left", "X-Reset", "X-More"),
@@ -271,6 +308,9 @@ VALID: dict[str, list[object]] = {
     SHARE: [0, 0.0, "0", 0.2, 5e-324, 1, 3.5, 1000],
     SHARE_OR_OFF: [0, 0.2, 5, None, "none", "None", " OFF ", "null"],
     RESERVE_OR_OFF: [0, 0.0, 0.1, 0.999, None, "none", "off"],
+    STATUSES: [[], 503, "503", "429, 500-504", [408, range(500, 600)], {599, 100}],
+    METHODS: ["get", ["GET", "post"], "GET, PUT", [], "M-SEARCH"],
+    BACKOFF: ["exponential", "linear", "constant"],
     HEADER_NAMES: [
         ("X-Rate-Limit-Limit", "X-Rate-Limit-Remaining", "X-Rate-Limit-Reset"),
         ["RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"],
@@ -292,7 +332,10 @@ BASE: dict[type[pydantic.BaseModel], dict[str, object]] = {
         "attempt_timeout": timedelta(microseconds=1),
         "total_request_timeout": "2h",
         "sampling_duration": "2h",
+        "base_delay": 0,
+        "max_delay": "2h",
     },
+    RetryOptions: {"base_delay": 0, "max_delay": "2h"},
     StreamRetryOptions: {"base_delay": 0, "max_delay": "2h"},
     ResilienceMediatorOptions: {"base_delay": 0, "max_delay": "2h"},
     TimeoutOptions: {"timeout": 1},

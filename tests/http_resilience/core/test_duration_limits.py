@@ -98,6 +98,7 @@ def test_the_limit_itself_is_taken() -> None:
     limit = timedelta(days=24)
     options = HttpResilienceOptions(
         base_delay=limit,
+        max_delay=limit,
         attempt_timeout="P1D",
         total_request_timeout=limit,
         sampling_duration=limit,

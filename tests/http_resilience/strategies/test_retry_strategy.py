@@ -187,7 +187,7 @@ async def test_a_retry_after_past_the_deadline_ends_the_call_at_once() -> None:
 async def test_a_backoff_that_would_reach_the_deadline_ends_the_call() -> None:
     # Waits of 10 s then 20 s: the second would end at 30 s, the deadline.
     clock, server = FakeClock(), script(503)
-    response = await send(async_transport(server, clock, base_delay=20))
+    response = await send(async_transport(server, clock, base_delay=20, max_delay=60))
     assert response.status_code == 503
     assert server.hits == 2
     assert clock.sleeps == [10.0]
@@ -197,7 +197,7 @@ async def test_a_transport_failure_whose_wait_passes_the_deadline_is_raised() ->
     failure = httpx.ConnectError("refused")
     clock, server = FakeClock(), script(failure)
     with pytest.raises(httpx.ConnectError) as raised:
-        await send(async_transport(server, clock, base_delay=70))
+        await send(async_transport(server, clock, base_delay=70, max_delay=70))
     assert raised.value is failure
     assert (server.hits, clock.sleeps) == (1, [])
 
@@ -395,7 +395,7 @@ async def test_near_the_total_deadline_the_httpx_timeouts_shrink_to_what_is_left
 ):
     # The second attempt starts at 29 s: one second is left of the 30.
     clock, server = FakeClock(), script(503, 200)
-    transport = async_transport(server, clock, base_delay=58)
+    transport = async_transport(server, clock, base_delay=58, max_delay=58)
     await send(transport)
     assert server.extensions[1]["timeout"]["read"] == pytest.approx(1.0)
 

@@ -16,6 +16,7 @@ from http_resilience import (
     create_async_client,
     create_client,
 )
+from http_resilience._core.classify import DEFAULT_FAILURE_STATUSES
 
 
 def test_the_defaults_are_the_standard_pipeline() -> None:
@@ -45,6 +46,15 @@ def test_the_defaults_are_the_standard_pipeline() -> None:
             "X-RateLimit-Remaining",
             "X-RateLimit-Reset",
         ),
+        "retry_on_status": DEFAULT_FAILURE_STATUSES,
+        "breaker_on_status": DEFAULT_FAILURE_STATUSES,
+        "should_retry": None,
+        "should_break": None,
+        "retry_methods": frozenset(
+            {"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"}
+        ),
+        "backoff": "exponential",
+        "max_delay": timedelta(seconds=30),
     }
     assert HttpResilienceOptions.SECTION == "resilience.http"
 

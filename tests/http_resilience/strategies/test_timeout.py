@@ -139,6 +139,7 @@ async def test_an_attempt_cut_by_the_total_deadline_is_a_total_timeout() -> None
         clock,
         events=events,
         base_delay=59.998,
+        max_delay=59.998,
         failure_ratio=0.01,
         minimum_throughput=1,
     )

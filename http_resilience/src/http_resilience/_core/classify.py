@@ -5,7 +5,8 @@ Pure functions of a status, an exception or a request: no I/O, no time.
 
 from __future__ import annotations
 
-from typing import Final, cast
+from collections.abc import Callable, Iterable
+from typing import Final, Literal, TypeAlias, cast
 
 import httpx
 
@@ -16,6 +17,7 @@ from http_resilience._core.errors import (
 )
 
 __all__ = [
+    "DEFAULT_FAILURE_STATUSES",
     "FAILURE_BY_STATUS",
     "FAILURE_EXCEPTIONS",
     "LOCAL_REFUSALS",
@@ -23,11 +25,18 @@ __all__ = [
     "SAFE_METHODS",
     "SELF_CAUSED_EXCEPTIONS",
     "UNSAFE_METHODS",
+    "Backoff",
+    "Classifier",
+    "Outcome",
+    "failure_table",
     "has_idempotency_key",
+    "is_classified_failure",
     "is_failure",
     "is_failure_status",
     "is_replayable",
     "may_retry",
+    "read_methods",
+    "read_status_codes",
 ]
 
 SAFE_METHODS: Final = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"})
@@ -84,6 +93,144 @@ FAILURE_BY_STATUS: Final = tuple(is_failure_status(code) for code in range(600))
 For the code that asks on every attempt; the pipeline's send has already
 refused a status outside 100-599.
 """
+
+
+DEFAULT_FAILURE_STATUSES: Final = frozenset(
+    code for code in range(100, 600) if is_failure_status(code)
+)
+"""`is_failure_status` as a set: 408, 429 and the 5xx but 501 and 505."""
+
+Outcome: TypeAlias = httpx.Response | Exception
+"""What an attempt ended with: a response, or the exception it raised."""
+
+Classifier: TypeAlias = Callable[[Outcome], bool | None]
+"""Your own say on an attempt's outcome: True a failure, False not, None: let
+the status set (or, for an exception, the built-in rule) decide."""
+
+Backoff: TypeAlias = Literal["exponential", "linear", "constant"]
+"""How the delay grows with each retry: ``base * 2**(n-1)``, ``base * n``,
+``base``."""
+
+
+def failure_table(statuses: Iterable[int]) -> tuple[bool, ...]:
+    """Whether each status 0-599 is in `statuses`, as one lookup."""
+    codes = frozenset(statuses)
+    return tuple(code in codes for code in range(600))
+
+
+def is_classified_failure(
+    outcome: Outcome, table: tuple[bool, ...], classify: Classifier | None
+) -> bool:
+    """Whether `outcome` is a failure: `classify` first, then the set or the rule.
+
+    An exception the client caused itself (`SELF_CAUSED_EXCEPTIONS`) or a
+    refusal in this process (`LOCAL_REFUSALS`) is never one, whatever
+    `classify` says: it says nothing about the host. `classify` is never shown
+    a cancellation (not an `Exception`).
+    """
+    if isinstance(outcome, _NEVER_FAILURES):
+        return False
+    if classify is not None:
+        said = classify(outcome)
+        if said is not None:
+            return bool(said)
+    if isinstance(outcome, httpx.Response):
+        return table[outcome.status_code]
+    return isinstance(outcome, FAILURE_EXCEPTIONS)
+
+
+_NEVER_FAILURES: Final = (*SELF_CAUSED_EXCEPTIONS, *LOCAL_REFUSALS)
+
+
+def read_status_codes(value: object) -> frozenset[int]:
+    """A set of statuses from ints, ``range``s and strings like ``"500-504, 429"``.
+
+    Raises:
+        ValueError: A status outside 100-599, a range backwards, or anything
+            that is not a status.
+
+    Example:
+        >>> sorted(read_status_codes("429, 500-503"))
+        [429, 500, 501, 502, 503]
+        >>> sorted(read_status_codes([408, range(502, 505)]))
+        [408, 502, 503, 504]
+    """
+    codes: set[int] = set()
+    parts: Iterable[object]
+    if isinstance(value, str):
+        parts = [part for part in value.split(",") if part.strip()]
+    elif isinstance(value, int | range):
+        parts = [value]
+    elif isinstance(value, Iterable):
+        parts = cast("Iterable[object]", value)
+    else:
+        raise ValueError(_STATUSES_WANTED)
+    for part in parts:
+        if isinstance(part, bool):
+            raise ValueError(_STATUSES_WANTED)
+        if isinstance(part, int):
+            codes.add(_status(part))
+        elif isinstance(part, range) and part.step == 1 and len(part):
+            codes.update(_status(code) for code in (part.start, part.stop - 1))
+            codes.update(part)
+        elif isinstance(part, str):
+            low, dash, high = part.strip().partition("-")
+            first, last = _digits(low), _digits(high) if dash else _digits(low)
+            if first > last:
+                raise ValueError(f"the range {part.strip()!r} runs backwards")
+            codes.update(range(_status(first), _status(last) + 1))
+        else:
+            raise ValueError(_STATUSES_WANTED)
+    return frozenset(codes)
+
+
+_STATUSES_WANTED: Final = (
+    'give statuses as ints, ranges or a string such as "429, 500-504"'
+)
+
+
+def _digits(text: str) -> int:
+    text = text.strip()
+    if not (text.isascii() and text.isdigit()):
+        raise ValueError(f"{text!r} is not a status code")
+    return int(text)
+
+
+def _status(code: int) -> int:
+    if not 100 <= code <= 599:
+        raise ValueError(f"{code} is not an HTTP status (100-599)")
+    return code
+
+
+def read_methods(value: object) -> frozenset[str]:
+    """HTTP methods, upper case, from names or one comma-joined string.
+
+    Raises:
+        ValueError: A name that is not an HTTP token.
+
+    Example:
+        >>> sorted(read_methods("get, put"))
+        ['GET', 'PUT']
+    """
+    names: Iterable[object]
+    if isinstance(value, str):
+        names = [name for name in value.split(",") if name.strip()]
+    elif isinstance(value, Iterable):
+        names = cast("Iterable[object]", value)
+    else:
+        raise ValueError("give method names, or one string joined by commas")
+    methods: set[str] = set()
+    for name in names:
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError(f"{name!r} is not an HTTP method")
+        method = name.strip().upper()
+        if not set(method) <= _TOKEN_CHARS:
+            raise ValueError(f"{name!r} is not an HTTP method")
+        methods.add(method)
+    return frozenset(methods)
+
+
+_TOKEN_CHARS: Final = frozenset("!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
 
 def is_failure(outcome: httpx.Response | BaseException) -> bool:
@@ -146,13 +293,17 @@ def is_replayable(stream: object) -> bool:
 
 
 def may_retry(
-    request: httpx.Request, *, retry_unsafe_methods: bool, stream: object = None
+    request: httpx.Request,
+    *,
+    retry_unsafe_methods: bool,
+    stream: object = None,
+    methods: frozenset[str] = SAFE_METHODS,
 ) -> bool:
     """Whether a failed attempt of `request` may be followed by another.
 
-    Its method must be safe or idempotent (`SAFE_METHODS`), or unsafe methods
-    allowed, or the request must carry an ``Idempotency-Key``; and its body
-    must be replayable (`is_replayable`).
+    Its method must be one of `methods` (by default `SAFE_METHODS`: safe or
+    idempotent), or unsafe methods allowed, or the request must carry an
+    ``Idempotency-Key``; and its body must be replayable (`is_replayable`).
 
     `stream` is the body as it was before the first attempt, when an attempt
     may have replaced it (a transport that reads a one-shot body leaves a
@@ -167,7 +318,7 @@ def may_retry(
         True
     """
     if not (
-        request.method in SAFE_METHODS
+        request.method in methods
         or retry_unsafe_methods
         or has_idempotency_key(request)
     ):

@@ -13,7 +13,9 @@ from pydantic import (
     ConfigDict,
 )
 
-__all__ = ["FROZEN", "Count", "Ratio", "RatioOrOff"]
+from http_resilience._core.classify import read_methods, read_status_codes
+
+__all__ = ["FROZEN", "Count", "Methods", "Ratio", "RatioOrOff", "StatusCodes"]
 
 
 def _not_a_bool(value: object) -> object:
@@ -42,5 +44,11 @@ def _off_or_number(value: object) -> object:
 RatioOrOff = Annotated[float | None, BeforeValidator(_off_or_number)]
 """A `Ratio` that None turns off; ``"none"``, ``"off"`` and ``"null"`` (any
 case) read as None, for the environment and configuration files."""
+
+StatusCodes = Annotated[frozenset[int], BeforeValidator(read_status_codes)]
+"""A set of HTTP statuses: ints, ``range``s, or ``"429, 500-504"``."""
+
+Methods = Annotated[frozenset[str], BeforeValidator(read_methods)]
+"""HTTP methods, read in upper case: names, or ``"GET, PUT"``."""
 
 FROZEN = ConfigDict(frozen=True, extra="forbid")

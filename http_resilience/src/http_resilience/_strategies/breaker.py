@@ -33,7 +33,7 @@ import functools
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import timedelta
 from typing import (
     TYPE_CHECKING,
@@ -50,16 +50,16 @@ from pydantic import (
 
 from http_resilience._core.builder import BuildContext, Placement
 from http_resilience._core.classify import (
-    FAILURE_BY_STATUS,
-    FAILURE_EXCEPTIONS,
-    SELF_CAUSED_EXCEPTIONS,
-    is_failure_status,
+    DEFAULT_FAILURE_STATUSES,
+    Classifier,
+    failure_table,
+    is_classified_failure,
 )
 from http_resilience._core.clock import Clock, reader
 from http_resilience._core.durations import Duration, DurationInput
 from http_resilience._core.errors import BrokenCircuitError
 from http_resilience._core.events import CLOSED, HALF_OPEN, OPEN, BreakerState
-from http_resilience._core.fields import FROZEN, Count, Ratio
+from http_resilience._core.fields import FROZEN, Count, Ratio, StatusCodes
 from http_resilience._core.pipeline import AsyncHandler, Call, SyncHandler
 from http_resilience._core.telemetry import Telemetry
 
@@ -350,6 +350,14 @@ class BreakerOptions(BaseModel):
         breaker_per_host: One breaker per scheme, host and port; False shares
             one breaker between every host. Default True.
         maximum_hosts: The per-host registry's bound. Default 1024.
+        breaker_on_status: The statuses that count as a failure of the host.
+            Default 408, 429 and every 5xx but 501 and 505. Ints, ranges, or a
+            string such as ``"500-504"``.
+        should_break: Your own say on an attempt's outcome, a response or an
+            exception: True counts it as a failure, False as a success, None
+            leaves it to `breaker_on_status` (and, for an exception, the
+            built-in rule). Never asked about a cancellation, an error the
+            client caused itself or a refusal in this process. Default None.
 
     Raises:
         pydantic.ValidationError: On construction, naming every invalid field.
@@ -369,6 +377,8 @@ class BreakerOptions(BaseModel):
     break_duration: Duration = Field(default=DEFAULT_BREAK_DURATION, gt=timedelta(0))
     breaker_per_host: bool = DEFAULT_BREAKER_PER_HOST
     maximum_hosts: Count = Field(default=DEFAULT_MAXIMUM_HOSTS, ge=1)
+    breaker_on_status: StatusCodes = DEFAULT_FAILURE_STATUSES
+    should_break: Classifier | None = None
 
     if TYPE_CHECKING:
         # Durations in every form pydantic reads; see `HttpResilienceOptions`.
@@ -381,6 +391,10 @@ class BreakerOptions(BaseModel):
             break_duration: DurationInput = DEFAULT_BREAK_DURATION,
             breaker_per_host: bool = DEFAULT_BREAKER_PER_HOST,
             maximum_hosts: int = DEFAULT_MAXIMUM_HOSTS,
+            breaker_on_status: Iterable[int | range | str]
+            | str
+            | int = DEFAULT_FAILURE_STATUSES,
+            should_break: Classifier | None = None,
         ) -> None: ...
 
     is_deadline: ClassVar[bool] = False
@@ -583,7 +597,15 @@ class BreakerStrategy:
         now: Reads the breaker's clock.
     """
 
-    __slots__ = ("_options", "_registry", "_telemetry", "breaker", "now")
+    __slots__ = (
+        "_classify",
+        "_options",
+        "_registry",
+        "_telemetry",
+        "breaker",
+        "failed",
+        "now",
+    )
 
     def __init__(
         self,
@@ -595,6 +617,8 @@ class BreakerStrategy:
         self._options = options
         self.now = reader(clock)
         self._telemetry = telemetry
+        self.failed = failure_table(options.breaker_on_status)
+        self._classify = options.should_break
         self._registry: HostRegistry | None = None
         if options.breaker_per_host:
             registry = HostRegistry(
@@ -618,6 +642,11 @@ class BreakerStrategy:
         return self._registry
 
     @property
+    def options(self) -> BreakerOptions:
+        """The options the breakers were built from."""
+        return self._options
+
+    @property
     def maximum_hosts(self) -> int:
         """The per-host registry's bound."""
         return self._options.maximum_hosts
@@ -638,18 +667,30 @@ class BreakerStrategy:
             )
         return ticket
 
+    def is_failure(self, response: httpx.Response) -> bool:
+        """Whether an answer counts against the host."""
+        if self._classify is None:
+            return self.failed[response.status_code]
+        return is_classified_failure(response, self.failed, self._classify)
+
     def answered(
         self, breaker: CircuitBreaker, ticket: Ticket, response: httpx.Response
     ) -> None:
         """Tell the breaker how an attempt that answered went."""
-        breaker.record(ticket, is_failure_status(response.status_code), self.now())
+        breaker.record(ticket, self.is_failure(response), self.now())
 
     def raised(
         self, breaker: CircuitBreaker, ticket: Ticket, exc: BaseException
     ) -> None:
-        """Tell the breaker about an attempt that raised `exc`."""
-        if isinstance(exc, FAILURE_EXCEPTIONS) and not isinstance(
-            exc, SELF_CAUSED_EXCEPTIONS
+        """Tell the breaker about an attempt that raised `exc`.
+
+        A failure (`is_classified_failure`) is recorded as one; any other
+        exception (a cancellation, a bug, a self-caused error, one
+        `should_break` says False to) records nothing and passes a probe's
+        turn on.
+        """
+        if isinstance(exc, Exception) and is_classified_failure(
+            exc, self.failed, self._classify
         ):
             breaker.record(ticket, True, self.now())
         else:
@@ -708,7 +749,17 @@ class SyncBreaker:
     on every call.
     """
 
-    __slots__ = ("_arrivals", "_bound", "_lock", "_next", "_now", "_seen", "strategy")
+    __slots__ = (
+        "_arrivals",
+        "_bound",
+        "_classified",
+        "_failed",
+        "_lock",
+        "_next",
+        "_now",
+        "_seen",
+        "strategy",
+    )
 
     def __init__(self, next: SyncHandler, strategy: BreakerStrategy) -> None:
         self._next = next
@@ -718,6 +769,8 @@ class SyncBreaker:
         self._seen: dict[str, tuple[CircuitBreaker, int]] = {}
         self._arrivals = 0
         self._bound = strategy.maximum_hosts
+        self._failed = strategy.failed
+        self._classified = strategy.options.should_break is not None
 
     def handle_sync(self, request: httpx.Request, call: Call) -> httpx.Response:
         """Ask the breaker, send one attempt, tell the breaker how it went."""
@@ -738,7 +791,9 @@ class SyncBreaker:
             raise
         # `strategy.answered`, written out, with what needs no lock outside it:
         # this runs on every attempt.
-        failed = FAILURE_BY_STATUS[response.status_code]
+        failed = self._failed[response.status_code]
+        if self._classified:
+            failed = strategy.is_failure(response)
         now = self._now()
         with self._lock:
             if seen != self._arrivals:

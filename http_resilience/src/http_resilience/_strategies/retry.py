@@ -8,29 +8,33 @@ closes what a retry supersedes, reports and sleeps on the clock.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, ClassVar, Final
+from typing import TYPE_CHECKING, ClassVar, Final, Self, TypeAlias
 
 import httpx
 from pydantic import (
     BaseModel,
     Field,
+    model_validator,
 )
 
 from http_resilience._core.builder import BuildContext, Placement
 from http_resilience._core.classify import (
-    FAILURE_EXCEPTIONS,
+    DEFAULT_FAILURE_STATUSES,
     LOCAL_REFUSALS,
     RETRY_AFTER_STATUSES,
-    SELF_CAUSED_EXCEPTIONS,
-    is_failure_status,
+    SAFE_METHODS,
+    Backoff,
+    Classifier,
+    failure_table,
+    is_classified_failure,
     may_retry,
 )
 from http_resilience._core.clock import Clock, utc_now
-from http_resilience._core.durations import Duration, DurationInput
+from http_resilience._core.durations import Duration, DurationInput, in_seconds
 from http_resilience._core.errors import BrokenCircuitError, RateLimitedError
-from http_resilience._core.fields import FROZEN, Count
+from http_resilience._core.fields import FROZEN, Count, Methods, StatusCodes
 from http_resilience._core.pipeline import (
     AsyncHandler,
     Call,
@@ -42,14 +46,19 @@ from http_resilience._core.retry_after import parse_retry_after
 from http_resilience._core.telemetry import Telemetry
 
 __all__ = [
+    "DEFAULT_BACKOFF",
     "DEFAULT_BASE_DELAY",
+    "DEFAULT_MAX_DELAY",
     "DEFAULT_MAX_RETRY_ATTEMPTS",
     "DEFAULT_RETRY_UNSAFE_METHODS",
     "AsyncRetry",
+    "MethodsInput",
     "RetryDecision",
     "RetryOptions",
     "RetryStrategy",
+    "StatusInput",
     "SyncRetry",
+    "check_delays",
 ]
 
 # 2.0 ** 1024 overflows a float; a delay that long ends the call anyway.
@@ -87,7 +96,16 @@ class RetryDecision:
         True
     """
 
-    __slots__ = ("_base", "_max", "_random", "_unsafe", "_wall_clock")
+    __slots__ = (
+        "_backoff",
+        "_base",
+        "_ceiling",
+        "_max",
+        "_methods",
+        "_random",
+        "_unsafe",
+        "_wall_clock",
+    )
 
     def __init__(
         self,
@@ -97,12 +115,18 @@ class RetryDecision:
         retry_unsafe_methods: bool,
         random: Callable[[], float],
         wall_clock: Callable[[], datetime] = utc_now,
+        backoff: Backoff = "exponential",
+        max_delay: float = math.inf,
+        retry_methods: frozenset[str] = SAFE_METHODS,
     ) -> None:
         self._max = max_retry_attempts
         self._base = base_delay
         self._unsafe = retry_unsafe_methods
         self._random = random
         self._wall_clock = wall_clock
+        self._backoff: Backoff = backoff
+        self._ceiling = max_delay
+        self._methods = retry_methods
 
     def will_retry(self, request: httpx.Request, stream: object = None) -> bool:
         """Whether a failed attempt of `request` may be sent again at all.
@@ -110,7 +134,10 @@ class RetryDecision:
         `stream`: the body before the first attempt, if it may have changed.
         """
         return self._max > 0 and may_retry(
-            request, retry_unsafe_methods=self._unsafe, stream=stream
+            request,
+            retry_unsafe_methods=self._unsafe,
+            stream=stream,
+            methods=self._methods,
         )
 
     def delay(self, attempt: int, response: httpx.Response | None) -> float:
@@ -132,8 +159,17 @@ class RetryDecision:
         draw = self._random()
         if not 0.0 <= draw < 1.0:
             raise ValueError(f"the jitter source must return [0, 1), got {draw!r}")
+        jitter = min(0.5 + 0.5 * draw, _BELOW_ONE)
+        return min(self.curve(attempt), self._ceiling) * jitter
+
+    def curve(self, attempt: int) -> float:
+        """The delay after failed attempt `attempt` before jitter and the cap."""
+        if self._backoff == "constant":
+            return self._base
+        if self._backoff == "linear":
+            return self._base * max(attempt, 1)
         doublings = min(max(attempt - 1, 0), _MAX_DOUBLINGS)
-        return self._base * 2.0**doublings * min(0.5 + 0.5 * draw, _BELOW_ONE)
+        return self._base * 2.0**doublings
 
     def allows(self, attempt: int, wait: float, *, now: float, deadline: float) -> bool:
         """Whether another attempt may follow attempt `attempt` after `wait` s.
@@ -177,16 +213,32 @@ class RetryStrategy:
         telemetry: Where attempts and retries are reported.
     """
 
-    __slots__ = ("_decision", "_now", "_report", "_telemetry", "clock")
+    __slots__ = (
+        "_classify",
+        "_decision",
+        "_failed",
+        "_now",
+        "_report",
+        "_telemetry",
+        "clock",
+    )
 
     def __init__(
-        self, *, decision: RetryDecision, clock: Clock, telemetry: Telemetry
+        self,
+        *,
+        decision: RetryDecision,
+        clock: Clock,
+        telemetry: Telemetry,
+        statuses: frozenset[int] = DEFAULT_FAILURE_STATUSES,
+        classify: Classifier | None = None,
     ) -> None:
         self._decision = decision
         self.clock = clock
         self._now = clock.monotonic
         self._telemetry = telemetry
         self._report = telemetry.wants_attempts
+        self._failed = failure_table(statuses)
+        self._classify = classify
 
     def started(self, call: Call, attempt: int) -> float:
         """Attempt `attempt` starts: its start time, when attempts are reported."""
@@ -208,9 +260,13 @@ class RetryStrategy:
         status = response.status_code
         if self._report:
             self._attempted(call, str(status), started)
-        if not is_failure_status(status) or not self._decision.will_retry(
-            request, body
-        ):
+        classify = self._classify
+        failed = (
+            self._failed[status]
+            if classify is None
+            else is_classified_failure(response, self._failed, classify)
+        )
+        if not failed or not self._decision.will_retry(request, body):
             return None
         delay = self._decision.next_delay(
             call.attempt, response, now=self._now(), deadline=call.deadline
@@ -233,18 +289,19 @@ class RetryStrategy:
     ) -> float | None:
         """After an attempt raised: the wait before the next, or None to re-raise.
 
-        Only for `FAILURE_EXCEPTIONS`; a self-caused error
-        (`SELF_CAUSED_EXCEPTIONS`) is re-raised at once.
+        An exception that is no failure (`is_classified_failure`: a bug, a
+        self-caused error, or one your `should_retry` says no to) is re-raised
+        at once, unreported.
         """
+        if not is_classified_failure(exc, self._failed, self._classify):
+            return None
         ended = self._now()
         reason = type(exc).__name__
         if self._report:
             self._telemetry.attempt(
                 call.method, call.host, call.attempt, reason, ended - started
             )
-        if isinstance(exc, SELF_CAUSED_EXCEPTIONS) or not self._decision.will_retry(
-            request, body
-        ):
+        if not self._decision.will_retry(request, body):
             return None
         delay = self._decision.next_delay(
             call.attempt, None, now=ended, deadline=call.deadline
@@ -325,7 +382,7 @@ class AsyncRetry:
                 delay = strategy.after_refusal(request, body, call, exc)
                 if delay is None:
                     raise
-            except FAILURE_EXCEPTIONS as exc:
+            except Exception as exc:
                 delay = strategy.after_error(request, body, call, exc, started)
                 if delay is None:
                     raise
@@ -360,7 +417,7 @@ class SyncRetry:
                 delay = strategy.after_refusal(request, body, call, exc)
                 if delay is None:
                     raise
-            except FAILURE_EXCEPTIONS as exc:
+            except Exception as exc:
                 delay = strategy.after_error(request, body, call, exc, started)
                 if delay is None:
                     raise
@@ -376,25 +433,61 @@ class SyncRetry:
 DEFAULT_MAX_RETRY_ATTEMPTS: Final = 3
 DEFAULT_BASE_DELAY: Final = timedelta(seconds=2)
 DEFAULT_RETRY_UNSAFE_METHODS: Final = False
+DEFAULT_BACKOFF: Final[Backoff] = "exponential"
+DEFAULT_MAX_DELAY: Final = timedelta(seconds=30)
+
+StatusInput: TypeAlias = "Iterable[int | range | str] | str | int"
+"""What `retry_on_status` and `breaker_on_status` take: ints, ranges, or a
+string such as ``"429, 500-504"``."""
+MethodsInput: TypeAlias = "Iterable[str] | str"
+"""What `retry_methods` takes: names, or one string joined by commas."""
+
+
+def check_delays(base_delay: timedelta, max_delay: timedelta) -> None:
+    """Raise `ValueError` naming both when `base_delay` exceeds `max_delay`."""
+    if base_delay > max_delay:
+        raise ValueError(
+            f"base_delay ({in_seconds(base_delay)}) must be at most "
+            f"max_delay ({in_seconds(max_delay)})"
+        )
 
 
 class RetryOptions(BaseModel):
     """The retry of a custom pipeline.
 
-    The delay before retry n (1 for the first) is ``base_delay * 2**(n-1)``
-    scaled by a random factor in [0.5, 1), unless a 429 or 503 carries a valid
-    ``Retry-After``; a wait that would pass the deadline of a timeout around
-    the retry ends the call at once.
+    The delay before retry n (1 for the first) follows `backoff` from
+    `base_delay`, at most `max_delay`, scaled by a random factor in [0.5, 1),
+    unless a 429 or 503 carries a valid ``Retry-After``, which is waited as
+    asked (not capped); a wait that would pass the deadline of a timeout
+    around the retry ends the call at once.
 
     Attributes:
         max_retry_attempts: Retries after the first attempt; 0 turns retry
             off. Default 3.
         base_delay: The delay before the first retry. Default 2 s.
-        retry_unsafe_methods: Retry POST, PATCH and CONNECT too. Default False:
-            they are retried only when they carry an ``Idempotency-Key``.
+        retry_unsafe_methods: Retry every method, POST, PATCH and CONNECT
+            too. Default False: a method not in `retry_methods` is retried
+            only when the request carries an ``Idempotency-Key``.
+        retry_on_status: The statuses that are a failed attempt, retried.
+            Default 408, 429 and every 5xx but 501 and 505. Ints, ranges, or
+            a string such as ``"429, 500-504"``.
+        should_retry: Your own say on an attempt's outcome, a response or an
+            exception: True retries it, False does not, None leaves it to
+            `retry_on_status` (and, for an exception, the built-in rule:
+            transport errors and attempt timeouts). Never asked about a
+            cancellation, an error the client caused itself or a refusal in
+            this process. Default None.
+        retry_methods: The methods retried without an ``Idempotency-Key``.
+            Default the safe and idempotent ones: GET, HEAD, OPTIONS, TRACE,
+            PUT, DELETE.
+        backoff: ``"exponential"`` (``base_delay * 2**(n-1)``, the default),
+            ``"linear"`` (``base_delay * n``) or ``"constant"``.
+        max_delay: The longest delay the backoff gives, before jitter; at
+            least `base_delay`. Default 30 s.
 
     Raises:
-        pydantic.ValidationError: On construction, naming every invalid field.
+        pydantic.ValidationError: On construction, naming every invalid field;
+            `base_delay` above `max_delay` names both.
 
     Example:
         >>> RetryOptions(max_retry_attempts=2, base_delay="100ms").base_delay
@@ -406,6 +499,11 @@ class RetryOptions(BaseModel):
     max_retry_attempts: Count = Field(default=DEFAULT_MAX_RETRY_ATTEMPTS, ge=0)
     base_delay: Duration = Field(default=DEFAULT_BASE_DELAY, ge=timedelta(0))
     retry_unsafe_methods: bool = DEFAULT_RETRY_UNSAFE_METHODS
+    retry_on_status: StatusCodes = DEFAULT_FAILURE_STATUSES
+    should_retry: Classifier | None = None
+    retry_methods: Methods = SAFE_METHODS
+    backoff: Backoff = DEFAULT_BACKOFF
+    max_delay: Duration = Field(default=DEFAULT_MAX_DELAY, ge=timedelta(0))
 
     if TYPE_CHECKING:
         # Durations in every form pydantic reads; see `HttpResilienceOptions`.
@@ -415,7 +513,17 @@ class RetryOptions(BaseModel):
             max_retry_attempts: int = DEFAULT_MAX_RETRY_ATTEMPTS,
             base_delay: DurationInput = DEFAULT_BASE_DELAY,
             retry_unsafe_methods: bool = DEFAULT_RETRY_UNSAFE_METHODS,
+            retry_on_status: StatusInput = DEFAULT_FAILURE_STATUSES,
+            should_retry: Classifier | None = None,
+            retry_methods: MethodsInput = SAFE_METHODS,
+            backoff: Backoff = DEFAULT_BACKOFF,
+            max_delay: DurationInput = DEFAULT_MAX_DELAY,
         ) -> None: ...
+
+    @model_validator(mode="after")
+    def _delays_in_order(self) -> Self:
+        check_delays(self.base_delay, self.max_delay)
+        return self
 
     is_deadline: ClassVar[bool] = False
     repeats: ClassVar[bool] = True
@@ -433,7 +541,9 @@ class RetryOptions(BaseModel):
     def will_repeat(self, request: httpx.Request) -> bool:
         """Whether a failed attempt of `request` may be sent again at all."""
         return self.max_retry_attempts > 0 and may_retry(
-            request, retry_unsafe_methods=self.retry_unsafe_methods
+            request,
+            retry_unsafe_methods=self.retry_unsafe_methods,
+            methods=self.retry_methods,
         )
 
     def _strategy(self, context: BuildContext) -> RetryStrategy:
@@ -442,9 +552,16 @@ class RetryOptions(BaseModel):
             base_delay=self.base_delay.total_seconds(),
             retry_unsafe_methods=self.retry_unsafe_methods,
             random=context.random,
+            backoff=self.backoff,
+            max_delay=self.max_delay.total_seconds(),
+            retry_methods=self.retry_methods,
         )
         return RetryStrategy(
-            decision=decision, clock=context.clock, telemetry=context.telemetry
+            decision=decision,
+            clock=context.clock,
+            telemetry=context.telemetry,
+            statuses=self.retry_on_status,
+            classify=self.should_retry,
         )
 
     def build_async(

@@ -18,8 +18,14 @@ from pydantic import (
 )
 
 from http_resilience._core.builder import StepOptions
+from http_resilience._core.classify import (
+    DEFAULT_FAILURE_STATUSES,
+    SAFE_METHODS,
+    Backoff,
+    Classifier,
+)
 from http_resilience._core.durations import Duration, DurationInput, in_seconds
-from http_resilience._core.fields import Count, Ratio, RatioOrOff
+from http_resilience._core.fields import Count, Methods, Ratio, RatioOrOff, StatusCodes
 from http_resilience._strategies.breaker import (
     DEFAULT_BREAK_DURATION,
     DEFAULT_BREAKER_PER_HOST,
@@ -49,10 +55,14 @@ from http_resilience._strategies.quota import (
     split_header_names,
 )
 from http_resilience._strategies.retry import (
+    DEFAULT_BACKOFF,
     DEFAULT_BASE_DELAY,
+    DEFAULT_MAX_DELAY,
     DEFAULT_MAX_RETRY_ATTEMPTS,
     DEFAULT_RETRY_UNSAFE_METHODS,
+    MethodsInput,
     RetryOptions,
+    StatusInput,
 )
 from http_resilience._strategies.timeout import (
     DEFAULT_ATTEMPT_TIMEOUT,
@@ -132,6 +142,20 @@ class HttpResilienceOptions(BaseModel):
             remaining, reset. Default ``("X-RateLimit-Limit",
             "X-RateLimit-Remaining", "X-RateLimit-Reset")``; in the
             environment, the three joined by commas.
+        retry_on_status: The statuses the retry sends again. Default 408, 429
+            and every 5xx but 501 and 505; ints, ranges, or ``"429, 500-504"``.
+        breaker_on_status: The statuses the breaker counts against the host.
+            The same default and forms.
+        should_retry: Your own say, per attempt outcome (a response or an
+            exception), whether it is retried: True, False, or None to leave
+            it to `retry_on_status`. Never asked about a cancellation.
+        should_break: The same for the breaker.
+        retry_methods: The methods retried without an ``Idempotency-Key``.
+            Default GET, HEAD, OPTIONS, TRACE, PUT, DELETE.
+        backoff: ``"exponential"`` (the default), ``"linear"`` or
+            ``"constant"``.
+        max_delay: The longest backoff delay, before jitter; at least
+            `base_delay`. A ``Retry-After`` is waited as asked. Default 30 s.
 
     Durations accept a `timedelta`, a number of seconds, ``"200ms"``, ``"2s"``,
     ``"5m"``, ``"1h"`` or ISO 8601 (``"PT0.2S"``), up to 24 days each.
@@ -185,6 +209,13 @@ class HttpResilienceOptions(BaseModel):
         default=DEFAULT_QUOTA_RESERVE, ge=0.0, lt=1.0, allow_inf_nan=False
     )
     quota_legacy_headers: tuple[str, str, str] = DEFAULT_QUOTA_LEGACY_HEADERS
+    retry_on_status: StatusCodes = DEFAULT_FAILURE_STATUSES
+    breaker_on_status: StatusCodes = DEFAULT_FAILURE_STATUSES
+    should_retry: Classifier | None = None
+    should_break: Classifier | None = None
+    retry_methods: Methods = SAFE_METHODS
+    backoff: Backoff = DEFAULT_BACKOFF
+    max_delay: Duration = Field(default=DEFAULT_MAX_DELAY, ge=timedelta(0))
 
     @field_validator("quota_legacy_headers", mode="before")
     @classmethod
@@ -222,6 +253,13 @@ class HttpResilienceOptions(BaseModel):
             budget_per_host: bool = DEFAULT_BUDGET_PER_HOST,
             quota_reserve: float | None = DEFAULT_QUOTA_RESERVE,
             quota_legacy_headers: tuple[str, str, str] = DEFAULT_QUOTA_LEGACY_HEADERS,
+            retry_on_status: StatusInput = DEFAULT_FAILURE_STATUSES,
+            breaker_on_status: StatusInput = DEFAULT_FAILURE_STATUSES,
+            should_retry: Classifier | None = None,
+            should_break: Classifier | None = None,
+            retry_methods: MethodsInput = SAFE_METHODS,
+            backoff: Backoff = DEFAULT_BACKOFF,
+            max_delay: DurationInput = DEFAULT_MAX_DELAY,
         ) -> None: ...
 
     @model_validator(mode="after")
@@ -231,6 +269,11 @@ class HttpResilienceOptions(BaseModel):
             problems.append(
                 f"attempt_timeout ({in_seconds(self.attempt_timeout)}) must be less "
                 f"than total_request_timeout ({in_seconds(self.total_request_timeout)})"
+            )
+        if self.base_delay > self.max_delay:
+            problems.append(
+                f"base_delay ({in_seconds(self.base_delay)}) must be at most "
+                f"max_delay ({in_seconds(self.max_delay)})"
             )
         if self.sampling_duration < 2 * self.attempt_timeout:
             problems.append(
@@ -355,6 +398,11 @@ def standard_steps(options: HttpResilienceOptions) -> tuple[StepOptions, ...]:
             max_retry_attempts=options.max_retry_attempts,
             base_delay=options.base_delay,
             retry_unsafe_methods=options.retry_unsafe_methods,
+            retry_on_status=options.retry_on_status,
+            should_retry=options.should_retry,
+            retry_methods=options.retry_methods,
+            backoff=options.backoff,
+            max_delay=options.max_delay,
         ),
         *quota,
         BreakerOptions(
@@ -364,6 +412,8 @@ def standard_steps(options: HttpResilienceOptions) -> tuple[StepOptions, ...]:
             break_duration=options.break_duration,
             breaker_per_host=options.breaker_per_host,
             maximum_hosts=options.maximum_hosts,
+            breaker_on_status=options.breaker_on_status,
+            should_break=options.should_break,
         ),
         TimeoutOptions(
             timeout=options.attempt_timeout,
