@@ -162,7 +162,7 @@ class HttpResilienceOptions(BaseModel):
 
     Raises:
         pydantic.ValidationError: On construction, naming every invalid field;
-            the two cross-field rules name both fields, and the client when the
+            the three cross-field rules name both fields, and the client when the
             options are read for one (`from_config`, or validation context
             ``{"client": name}``). Counts and `failure_ratio` refuse True and
             False.
