@@ -27,6 +27,7 @@ def test_the_public_names_are_pinned_and_sorted() -> None:
         "LimiterOptions",
         "PartialStreamPolicy",
         "RateLimitedError",
+        "RateLimiterOptions",
         "RejectionEvent",
         "RejectionReason",
         "ResilienceError",

@@ -30,6 +30,7 @@ from http_resilience import (
     HedgingOptions,
     HttpResilienceOptions,
     LimiterOptions,
+    RateLimiterOptions,
     ResiliencePipeline,
     ResilientTransport,
     RetryBudgetOptions,
@@ -55,6 +56,7 @@ HEADER_NAMES = "three distinct header names"
 STATUSES = "HTTP statuses"
 METHODS = "HTTP methods"
 BACKOFF = "backoff shape"
+RATE = "permits a second, more than 0"
 FLAG = "boolean"
 POLICY = "partial stream policy"
 CALLABLE = "callable"
@@ -121,6 +123,13 @@ FIELDS: dict[type[pydantic.BaseModel], dict[str, str]] = {
     LimiterOptions: {
         "concurrency_limit": POSITIVE_COUNT,
         "queue_limit": COUNT,
+    },
+    RateLimiterOptions: {
+        "permits_per_second": RATE,
+        "burst": POSITIVE_COUNT,
+        "per_host": FLAG,
+        "queue_limit": COUNT,
+        "maximum_hosts": POSITIVE_COUNT,
     },
     HedgingOptions: {
         "delay": POSITIVE_DURATION,
@@ -283,6 +292,7 @@ INVALID[STATUSES] = [
     "\u0665\u0660\u0663",  # ARABIC-INDIC 503
 ]
 INVALID[METHODS] = ["GET PUT", ["GET", ""], [3], None, 3, "G\u00e9T", ["GE T"]]
+INVALID[RATE] = [0, 0.0, -1, math.nan, math.inf, "fast", "", None, True, [5]]
 INVALID[BACKOFF] = ["fibonacci", "Exponential", "", None, 2, True]
 INVALID[HEADER_NAMES] = [
     ("X-Limit", "X-Left"),
@@ -311,6 +321,7 @@ VALID: dict[str, list[object]] = {
     STATUSES: [[], 503, "503", "429, 500-504", [408, range(500, 600)], {599, 100}],
     METHODS: ["get", ["GET", "post"], "GET, PUT", [], "M-SEARCH"],
     BACKOFF: ["exponential", "linear", "constant"],
+    RATE: [5e-324, 0.5, 1, "20", 1e9],
     HEADER_NAMES: [
         ("X-Rate-Limit-Limit", "X-Rate-Limit-Remaining", "X-Rate-Limit-Reset"),
         ["RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"],
@@ -336,6 +347,7 @@ BASE: dict[type[pydantic.BaseModel], dict[str, object]] = {
         "max_delay": "2h",
     },
     RetryOptions: {"base_delay": 0, "max_delay": "2h"},
+    RateLimiterOptions: {"permits_per_second": 1},
     StreamRetryOptions: {"base_delay": 0, "max_delay": "2h"},
     ResilienceMediatorOptions: {"base_delay": 0, "max_delay": "2h"},
     TimeoutOptions: {"timeout": 1},
@@ -751,6 +763,7 @@ ADD: dict[type[pydantic.BaseModel], Callable[..., object]] = {
     LimiterOptions: ResiliencePipeline().add_limiter,
     HedgingOptions: ResiliencePipeline().add_hedging,
     RetryBudgetOptions: ResiliencePipeline().add_retry_budget,
+    RateLimiterOptions: ResiliencePipeline().add_rate_limiter,
 }
 
 
@@ -766,7 +779,7 @@ def test_a_pipeline_step_refuses_an_invalid_field_when_added(
     model: type[pydantic.BaseModel], field: str, value: object
 ) -> None:
     with pytest.raises(pydantic.ValidationError) as raised:
-        ADD[model](**{field: value})
+        ADD[model](**{**BASE.get(model, {}), field: value})
     assert [entry["loc"] for entry in raised.value.errors()] == [(field,)]
 
 

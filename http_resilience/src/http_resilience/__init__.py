@@ -38,6 +38,7 @@ from http_resilience._strategies.budget import RetryBudgetOptions
 from http_resilience._strategies.hedging import HedgingOptions
 from http_resilience._strategies.limiter import LimiterOptions
 from http_resilience._strategies.pipeline import ResiliencePipeline
+from http_resilience._strategies.rate_limiter import RateLimiterOptions
 from http_resilience._strategies.retry import RetryOptions
 from http_resilience._strategies.standard import HttpResilienceOptions
 from http_resilience._streams.decision import StreamRetryContext
@@ -77,6 +78,7 @@ __all__ = [
     "LimiterOptions",
     "PartialStreamPolicy",
     "RateLimitedError",
+    "RateLimiterOptions",
     "RejectionEvent",
     "RejectionReason",
     "ResilienceError",

@@ -43,12 +43,14 @@ class TotalTimeoutError(ResilienceError):
 
 
 class RateLimitedError(ResilienceError):
-    """Refused before sending: the limiter is full, or the published quota is spent.
+    """Refused before sending: a limiter is full, or the published quota is spent.
 
     Attributes:
         retry_after: Seconds to wait before trying again, when known.
-        reason: ``"concurrency_limit"`` (the local limiter: this process is
-            overloaded) or ``"quota"`` (the host's published quota is spent).
+        reason: ``"concurrency_limit"`` (the concurrency limiter: this process
+            is overloaded), ``"rate_limit"`` (the rate limiter: no permit
+            this second) or ``"quota"`` (the host's published quota is
+            spent).
     """
 
     def __init__(
@@ -56,11 +58,13 @@ class RateLimitedError(ResilienceError):
         message: str,
         *,
         retry_after: float | None = None,
-        reason: Literal["concurrency_limit", "quota"] = "concurrency_limit",
+        reason: Literal["concurrency_limit", "rate_limit", "quota"] = (
+            "concurrency_limit"
+        ),
     ) -> None:
         super().__init__(message)
         self.retry_after = retry_after
-        self.reason: Literal["concurrency_limit", "quota"] = reason
+        self.reason: Literal["concurrency_limit", "rate_limit", "quota"] = reason
 
 
 class ResilienceLayerError(ResilienceError):

@@ -19,6 +19,7 @@ from http_resilience._strategies.breaker import BreakerOptions
 from http_resilience._strategies.budget import RetryBudgetOptions
 from http_resilience._strategies.hedging import HedgingOptions
 from http_resilience._strategies.limiter import LimiterOptions
+from http_resilience._strategies.rate_limiter import RateLimiterOptions
 from http_resilience._strategies.retry import RetryOptions
 from http_resilience._strategies.timeout import TimeoutOptions
 
@@ -194,6 +195,34 @@ class ResiliencePipeline:
             TypeError: Both `options` and fields, or `options` of another type.
         """
         return self._with(_options(LimiterOptions, options, fields, "add_limiter"))
+
+    def add_rate_limiter(
+        self, options: RateLimiterOptions | None = None, /, **fields: Any
+    ) -> ResiliencePipeline:
+        """Add a rate limiter: at most `permits_per_second` through, per host.
+
+        A token bucket on the pipeline's clock: a request beyond the rate is
+        refused at once with `RateLimitedError` (reason ``"rate_limit"``,
+        ``retry_after`` the wait for the next permit), or, within
+        `queue_limit`, waits for its permit, never past the deadline of a
+        timeout around it.
+
+        Args:
+            options: The limiter's options (`permits_per_second` has no
+                default).
+            **fields: `RateLimiterOptions` fields, instead of `options`.
+
+        Raises:
+            pydantic.ValidationError: A field is invalid, unknown or missing.
+            TypeError: Both `options` and fields, or `options` of another type.
+
+        Example:
+            >>> ResiliencePipeline().add_rate_limiter(permits_per_second=20)
+            ResiliencePipeline(rate limiter 20/s)
+        """
+        return self._with(
+            _options(RateLimiterOptions, options, fields, "add_rate_limiter")
+        )
 
     def add_hedging(
         self, options: HedgingOptions | None = None, /, **fields: Any
