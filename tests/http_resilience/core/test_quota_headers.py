@@ -253,3 +253,34 @@ def test_plain_numbers_read_back(limit: int, remaining: int, reset: int) -> None
     assert legacy_quota([str(limit)], [str(remaining)], [str(reset)], now=0.0) == (
         Quota(remaining, limit, float(reset))
     )
+
+
+NAMES = st.one_of(
+    TOKENS.map(lambda token: (token, token)),
+    STRINGS.map(
+        lambda text: ('"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"', text)
+    ),
+)
+
+
+@MANY
+@given(
+    name=NAMES,
+    left=st.integers(min_value=0, max_value=10**15 - 1),
+    reset=st.integers(min_value=0, max_value=10**15 - 1),
+    quota=st.integers(min_value=0, max_value=10**6),
+)
+def test_the_usual_report_reads_as_the_whole_grammar_reads_it(
+    name: tuple[str, str], left: int, reset: int, quota: int
+) -> None:
+    # One report, `name;r=..;t=..`, is read without building the List: it
+    # must read exactly as the grammar does.
+    shown, value = name
+    text = f"{shown};r={left};t={reset}"
+    members = parse_list([text])
+    assert members is not None
+    assert list(members) == [SfItem(value, {"r": left, "t": reset})]
+    expected = [Quota(remaining=left, limit=quota, reset=min(float(reset), MAX_RESET))]
+    policy = [f"{shown};q={quota}"]
+    assert standard_quota(policy, [text]) == expected
+    assert standard_quota(policy, [f" {text}  "]) == expected

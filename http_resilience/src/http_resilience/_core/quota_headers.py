@@ -21,7 +21,8 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Final, NamedTuple, TypeAlias, TypeGuard
 
 __all__ = [
@@ -306,14 +307,27 @@ def standard_quota(policy: Sequence[str], ratelimit: Sequence[str]) -> list[Quot
         >>> standard_quota(['"burst";q=100;w=60'], ['"burst";r=50;t=30'])
         [Quota(remaining=50, limit=100, reset=30.0)]
     """
-    reports = parse_list(ratelimit) if ratelimit else None
+    if not ratelimit:
+        return []
+    single = (
+        _ONE_REPORT.fullmatch(ratelimit[0].strip(" ")) if len(ratelimit) == 1 else None
+    )
+    if single is not None:
+        # The usual report, one policy, what is left and the reset: read
+        # without building the List; the policy is remembered by `parse_list`.
+        name, left, reset = single.groups()
+        key: Name = name[1:-1] if name.startswith('"') else name
+        return [
+            Quota(
+                remaining=int(left),
+                limit=_limits(policy).get(key),
+                reset=min(float(reset), MAX_RESET),
+            )
+        ]
+    reports = parse_list(ratelimit)
     if not reports:
         return []
-    limits: dict[Name, int] = {}
-    for member in (parse_list(policy) or []) if policy else []:
-        quota = member.parameters.get("q")
-        if _count(quota) and isinstance(member.value, Name):
-            limits[member.value] = quota
+    limits = _limits(policy)
     found: list[Quota] = []
     for member in reports:
         remaining = member.parameters.get("r")
@@ -329,6 +343,29 @@ def standard_quota(policy: Sequence[str], ratelimit: Sequence[str]) -> list[Quot
             )
         )
     return found
+
+
+def _limits(policy: Sequence[str]) -> Mapping[Name, int]:
+    """Each policy's quota ``q``, by its name."""
+    return _limits_of(", ".join(policy)) if policy else _NO_LIMITS
+
+
+@functools.lru_cache(maxsize=PARSED_KEPT)
+def _limits_of(text: str) -> Mapping[Name, int]:
+    limits: dict[Name, int] = {}
+    for member in parse_list([text]) or ():
+        quota = member.parameters.get("q")
+        if _count(quota) and isinstance(member.value, Name):
+            limits[member.value] = quota
+    return MappingProxyType(limits)
+
+
+_NO_LIMITS: Final[Mapping[Name, int]] = MappingProxyType({})
+
+
+_ONE_REPORT: Final = re.compile(
+    rf"({_S_STRING}|{_S_TOKEN});r=([0-9]{{1,15}});t=([0-9]{{1,15}})"
+)
 
 
 Name = str | bytes | int

@@ -225,7 +225,10 @@ class QuotaStrategy:
                 return
             quotas = [legacy]
         reserve = self._reserve
-        if not any(is_spent(quota, reserve) for quota in quotas):
+        for quota in quotas:
+            if is_spent(quota, reserve):
+                break
+        else:
             self._book.lift(call.host)
             return
         wait = parse_retry_after(
