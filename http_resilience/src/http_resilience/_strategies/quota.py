@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import ClassVar, Final, cast
 
 import httpx
@@ -39,7 +39,7 @@ from http_resilience._core.quota_headers import (
     legacy_quota,
     standard_quota,
 )
-from http_resilience._core.raw_headers import KEEPS_TRIPLES, triples
+from http_resilience._core.raw_headers import KEEPS_TRIPLES, LOWER_KEY, triples
 from http_resilience._core.retry_after import parse_retry_after
 from http_resilience._core.telemetry import Telemetry
 from http_resilience._strategies.breaker import DEFAULT_MAXIMUM_HOSTS
@@ -121,6 +121,11 @@ class QuotaBook:
         """Hosts refused."""
         return len(self._until)
 
+    @property
+    def refused(self) -> Mapping[str, float]:
+        """The hosts refused, and until when (read-only use)."""
+        return self._until
+
     def until(self, host: str) -> float | None:
         """When the refusal of `host` ends; None if it is not refused."""
         return self._until.get(host)
@@ -182,6 +187,11 @@ class QuotaStrategy:
         """The hosts refused right now."""
         return self._book
 
+    @property
+    def refused(self) -> Mapping[str, float]:
+        """The hosts refused right now, and until when: to look up without a call."""
+        return self._book.refused
+
     def check(self, call: Call) -> None:
         """Raise `RateLimitedError` if the call's host is refused right now."""
         until = self._book.until(call.host)
@@ -204,10 +214,13 @@ class QuotaStrategy:
         headers = response.headers
         values: Callable[[bytes], list[str] | None]
         if KEEPS_TRIPLES:
-            # One pass over the raw headers: most answers publish nothing.
+            # Most answers publish nothing: that is seen in C, in one pass.
             names = self._names
+            entries = triples(headers)
+            if names.isdisjoint(map(LOWER_KEY, entries)):
+                return
             found: dict[bytes, list[str]] | None = None
-            for _, lowered, value in triples(headers):
+            for _, lowered, value in entries:
                 if lowered in names:
                     if found is None:
                         found = {}
@@ -254,16 +267,18 @@ class QuotaStrategy:
 class AsyncQuota:
     """`QuotaStrategy` on an event loop."""
 
-    __slots__ = ("_next", "strategy")
+    __slots__ = ("_next", "_refused", "strategy")
 
     def __init__(self, next: AsyncHandler, strategy: QuotaStrategy) -> None:
         self._next = next
         self.strategy = strategy
+        self._refused = strategy.refused
 
     async def handle(self, request: httpx.Request, call: Call) -> httpx.Response:
         """Refuse a host whose quota is spent; read the quota of each answer."""
         strategy = self.strategy
-        strategy.check(call)
+        if call.host in self._refused:  # rare: look before the call
+            strategy.check(call)
         response = await self._next.handle(request, call)
         strategy.read(call, response)
         return response
@@ -272,16 +287,18 @@ class AsyncQuota:
 class SyncQuota:
     """`AsyncQuota` for the sync chain."""
 
-    __slots__ = ("_next", "strategy")
+    __slots__ = ("_next", "_refused", "strategy")
 
     def __init__(self, next: SyncHandler, strategy: QuotaStrategy) -> None:
         self._next = next
         self.strategy = strategy
+        self._refused = strategy.refused
 
     def handle_sync(self, request: httpx.Request, call: Call) -> httpx.Response:
         """Refuse a host whose quota is spent; read the quota of each answer."""
         strategy = self.strategy
-        strategy.check(call)
+        if call.host in self._refused:  # rare: look before the call
+            strategy.check(call)
         response = self._next.handle_sync(request, call)
         strategy.read(call, response)
         return response
