@@ -23,10 +23,10 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from typing import ClassVar, Final, cast
+from typing import Annotated, ClassVar, Final, cast
 
 import httpx
-from pydantic import BaseModel, Field, field_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, Field
 
 from http_resilience._core.builder import BuildContext, Placement
 from http_resilience._core.clock import Clock, reader, utc_now
@@ -48,6 +48,7 @@ __all__ = [
     "DEFAULT_QUOTA_LEGACY_HEADERS",
     "DEFAULT_QUOTA_RESERVE",
     "AsyncQuota",
+    "HeaderNames",
     "QuotaBook",
     "QuotaOptions",
     "QuotaStrategy",
@@ -304,6 +305,49 @@ class SyncQuota:
         return response
 
 
+def split_header_names(names: object) -> object:
+    """The three names as a tuple, from a sequence or one comma-joined string.
+
+    Raises:
+        ValueError: Not exactly three strings: one error, on the field.
+    """
+    if isinstance(names, str):
+        names = [name.strip() for name in names.split(",")]
+    if not isinstance(names, list | tuple) or not all(
+        isinstance(name, str) for name in cast("Sequence[object]", names)
+    ):
+        raise ValueError(
+            "give three header names (limit, remaining, reset), as a list or "
+            "joined by commas"
+        )
+    found = tuple(cast("Sequence[str]", names))
+    if len(found) != 3:
+        raise ValueError(
+            "give exactly three header names (limit, remaining, reset), "
+            f"got {len(found)}"
+        )
+    return found
+
+
+def check_legacy_headers(names: tuple[str, str, str]) -> tuple[str, str, str]:
+    """`names`, if they are three distinct HTTP header names; else `ValueError`."""
+    for name in names:
+        if not name or not set(name) <= _HEADER_NAME:
+            raise ValueError(f"{name!r} is not an HTTP header name")
+    if len({name.lower() for name in names}) != len(names):
+        raise ValueError("the three header names must differ (in any case)")
+    return names
+
+
+HeaderNames = Annotated[
+    tuple[str, str, str],
+    BeforeValidator(split_header_names),
+    AfterValidator(check_legacy_headers),
+]
+"""The legacy triple's names: three distinct header names, or one string of
+them joined by commas."""
+
+
 class QuotaOptions(BaseModel):
     """The published-quota reader of the standard pipeline.
 
@@ -320,18 +364,8 @@ class QuotaOptions(BaseModel):
     quota_reserve: float = Field(
         default=DEFAULT_QUOTA_RESERVE, ge=0.0, lt=1.0, allow_inf_nan=False
     )
-    quota_legacy_headers: tuple[str, str, str] = DEFAULT_QUOTA_LEGACY_HEADERS
+    quota_legacy_headers: HeaderNames = DEFAULT_QUOTA_LEGACY_HEADERS
     maximum_hosts: Count = Field(default=DEFAULT_MAXIMUM_HOSTS, ge=1)
-
-    @field_validator("quota_legacy_headers", mode="before")
-    @classmethod
-    def _split(cls, names: object) -> object:
-        return split_header_names(names)
-
-    @field_validator("quota_legacy_headers")
-    @classmethod
-    def _header_names(cls, names: tuple[str, str, str]) -> tuple[str, str, str]:
-        return check_legacy_headers(names)
 
     is_deadline: ClassVar[bool] = False
     repeats: ClassVar[bool] = False
@@ -371,37 +405,3 @@ class QuotaOptions(BaseModel):
                 options=self, clock=context.clock, telemetry=context.telemetry
             ),
         )
-
-
-def split_header_names(names: object) -> object:
-    """The three names as a tuple, from a sequence or one comma-joined string.
-
-    Raises:
-        ValueError: Not exactly three strings: one error, on the field.
-    """
-    if isinstance(names, str):
-        names = [name.strip() for name in names.split(",")]
-    if not isinstance(names, list | tuple) or not all(
-        isinstance(name, str) for name in cast("Sequence[object]", names)
-    ):
-        raise ValueError(
-            "give three header names (limit, remaining, reset), as a list or "
-            "joined by commas"
-        )
-    found = tuple(cast("Sequence[str]", names))
-    if len(found) != 3:
-        raise ValueError(
-            "give exactly three header names (limit, remaining, reset), "
-            f"got {len(found)}"
-        )
-    return found
-
-
-def check_legacy_headers(names: tuple[str, str, str]) -> tuple[str, str, str]:
-    """`names`, if they are three distinct HTTP header names; else `ValueError`."""
-    for name in names:
-        if not name or not set(name) <= _HEADER_NAME:
-            raise ValueError(f"{name!r} is not an HTTP header name")
-    if len({name.lower() for name in names}) != len(names):
-        raise ValueError("the three header names must differ (in any case)")
-    return names

@@ -13,7 +13,6 @@ from pydantic import (
     Field,
     ValidationError,
     ValidationInfo,
-    field_validator,
     model_validator,
 )
 
@@ -50,9 +49,8 @@ from http_resilience._strategies.limiter import (
 from http_resilience._strategies.quota import (
     DEFAULT_QUOTA_LEGACY_HEADERS,
     DEFAULT_QUOTA_RESERVE,
+    HeaderNames,
     QuotaOptions,
-    check_legacy_headers,
-    split_header_names,
 )
 from http_resilience._strategies.retry import (
     DEFAULT_BACKOFF,
@@ -208,7 +206,7 @@ class HttpResilienceOptions(BaseModel):
     quota_reserve: RatioOrOff = Field(
         default=DEFAULT_QUOTA_RESERVE, ge=0.0, lt=1.0, allow_inf_nan=False
     )
-    quota_legacy_headers: tuple[str, str, str] = DEFAULT_QUOTA_LEGACY_HEADERS
+    quota_legacy_headers: HeaderNames = DEFAULT_QUOTA_LEGACY_HEADERS
     retry_on_status: StatusCodes = DEFAULT_FAILURE_STATUSES
     breaker_on_status: StatusCodes = DEFAULT_FAILURE_STATUSES
     should_retry: Classifier | None = None
@@ -216,16 +214,6 @@ class HttpResilienceOptions(BaseModel):
     retry_methods: Methods = SAFE_METHODS
     backoff: Backoff = DEFAULT_BACKOFF
     max_delay: Duration = Field(default=DEFAULT_MAX_DELAY, ge=timedelta(0))
-
-    @field_validator("quota_legacy_headers", mode="before")
-    @classmethod
-    def _split(cls, names: object) -> object:
-        return split_header_names(names)
-
-    @field_validator("quota_legacy_headers")
-    @classmethod
-    def _header_names(cls, names: tuple[str, str, str]) -> tuple[str, str, str]:
-        return check_legacy_headers(names)
 
     if TYPE_CHECKING:
         # What type checkers see: durations given in every form pydantic reads,
