@@ -21,7 +21,7 @@ from mediator_resilience._clock import Clock
 from mediator_resilience._events import RetryEvent, RetryListener
 from mediator_resilience._marker import is_retryable
 from mediator_resilience._options import ResilienceMediatorOptions
-from mediator_resilience._transient import is_cancellation
+from mediator_resilience._transient import asked_wait, is_cancellation
 
 if TYPE_CHECKING:
     # Imported when the first retry happens: importing tenacity costs more than
@@ -35,11 +35,16 @@ _log = logging.getLogger("mediator_resilience")
 
 @dataclass(frozen=True, slots=True)
 class RetryTools:
-    """What the behavior waits on, draws jitter from, and reports to."""
+    """What the behavior waits on, draws jitter from, reports to, and is bound by.
+
+    `remaining_time` answers the seconds left before a deadline the retry
+    must keep (None: no deadline): no retry and no wait starts past it.
+    """
 
     clock: Clock
     random: Callable[[], float]
     listeners: tuple[RetryListener, ...] = ()
+    remaining_time: Callable[[], float | None] | None = None
 
 
 class RetryBehavior:
@@ -57,6 +62,12 @@ class RetryBehavior:
     arrives during a wait. When the attempts are
     spent, the last failure is raised (or the last response returned, for
     `should_retry_result`).
+
+    A failure that asks for a wait (a ``retry_after`` in seconds: an open
+    breaker, a limiter, a spent quota) is waited for at least that long. No
+    wait begins that would end past `max_retry_duration` after the first
+    attempt began, or past the time `RetryTools.remaining_time` says is left:
+    the last failure is raised instead, at once.
 
     A send nested in a `@transactional` handler runs inside the outer unit of
     work (`mediator.in_unit_of_work`): its attempts each roll back to their own
@@ -76,6 +87,9 @@ class RetryBehavior:
         self._listeners = tools.listeners
         self._predicate = options.should_retry
         self._result_predicate = options.should_retry_result
+        self._remaining = tools.remaining_time
+        limit = options.max_retry_duration
+        self._limit = None if limit is None else limit.total_seconds()
 
     def applies_to(self, request_type: type[Any]) -> bool:
         """Only `@retryable` requests (commands and queries) are retried."""
@@ -85,50 +99,68 @@ class RetryBehavior:
 
     async def handle(self, request: Any, next: Next[Any]) -> Any:
         """Run the rest of the chain; retry it while the failure is transient."""
+        started = self._clock.monotonic() if self._limit is not None else 0.0
         try:
             result = await next()
         except BaseException as error:
             if not self._retries(error):
                 raise
-            await self._clock.sleep(self._announce(request, 1, error))
-            return await self._retry_async(request, next)
+            delay = self._wait_before(request, 1, error, started)
+            if delay is None:
+                raise
+            await self._clock.sleep(delay)
+            return await self._retry_async(request, next, started)
         if self._result_predicate is not None and self._result_predicate(result):
-            await self._clock.sleep(self._announce(request, 1, None))
-            return await self._retry_async(request, next)
+            delay = self._wait_before(request, 1, None, started)
+            if delay is None:
+                return result
+            await self._clock.sleep(delay)
+            return await self._retry_async(request, next, started)
         return result
 
     def handle_sync(self, request: Any, next: SyncNext[Any]) -> Any:
         """The same on the sync path, waiting with the clock's `sleep_sync`."""
+        started = self._clock.monotonic() if self._limit is not None else 0.0
         try:
             result = next()
         except BaseException as error:
             if not self._retries(error):
                 raise
-            self._clock.sleep_sync(self._announce(request, 1, error))
-            return self._retry_sync(request, next)
+            delay = self._wait_before(request, 1, error, started)
+            if delay is None:
+                raise
+            self._clock.sleep_sync(delay)
+            return self._retry_sync(request, next, started)
         if self._result_predicate is not None and self._result_predicate(result):
-            self._clock.sleep_sync(self._announce(request, 1, None))
-            return self._retry_sync(request, next)
+            delay = self._wait_before(request, 1, None, started)
+            if delay is None:
+                return result
+            self._clock.sleep_sync(delay)
+            return self._retry_sync(request, next, started)
         return result
 
     # --- after a failure: tenacity ---------------------------------------------
 
-    async def _retry_async(self, request: Any, next: Next[Any]) -> Any:
+    async def _retry_async(self, request: Any, next: Next[Any], started: float) -> Any:
         from tenacity import AsyncRetrying
 
         async def attempt() -> Any:
             return await next()
 
-        retrying = AsyncRetrying(sleep=self._clock.sleep, **self._strategy(request))
+        retrying = AsyncRetrying(
+            sleep=self._clock.sleep, **self._strategy(request, started)
+        )
         return await retrying(attempt)
 
-    def _retry_sync(self, request: Any, next: SyncNext[Any]) -> Any:
+    def _retry_sync(self, request: Any, next: SyncNext[Any], started: float) -> Any:
         from tenacity import Retrying
 
-        retrying = Retrying(sleep=self._clock.sleep_sync, **self._strategy(request))
+        retrying = Retrying(
+            sleep=self._clock.sleep_sync, **self._strategy(request, started)
+        )
         return retrying(next)
 
-    def _strategy(self, request: Any) -> dict[str, Any]:
+    def _strategy(self, request: Any, started: float) -> dict[str, Any]:
         from tenacity import retry_if_exception, retry_if_result, stop_after_attempt
 
         # Attempt 1 ran outside tenacity: its attempt k is the request's k + 1.
@@ -137,16 +169,29 @@ class RetryBehavior:
             retry = retry | retry_if_result(self._result_predicate)
 
         last = self._options.max_retry_attempts
+        attempts_spent = stop_after_attempt(last)
+        out_of_time = False
 
         def wait(state: RetryCallState) -> float:
             # tenacity asks for the wait before it checks whether to stop: the
-            # last attempt gets no wait and announces no retry.
+            # last attempt gets no wait and announces no retry, and a wait
+            # past the time limit stops the retry instead.
+            nonlocal out_of_time
             if state.attempt_number >= last:
                 return 0.0
-            return self._announce(request, state.attempt_number + 1, _failure(state))
+            delay = self._wait_before(
+                request, state.attempt_number + 1, _failure(state), started
+            )
+            if delay is None:
+                out_of_time = True
+                return 0.0
+            return delay
+
+        def stop(state: RetryCallState) -> bool:
+            return out_of_time or attempts_spent(state)
 
         return {
-            "stop": stop_after_attempt(self._options.max_retry_attempts),
+            "stop": stop,
             "wait": wait,
             "retry": retry,
             "retry_error_callback": _last_outcome,
@@ -162,12 +207,38 @@ class RetryBehavior:
             return False
         return self._options.max_retry_attempts > 0 and bool(self._predicate(error))
 
-    def _announce(
-        self, request: Any, attempt: int, error: BaseException | None
-    ) -> float:
-        """The wait before the next attempt; reports the retry on the way."""
+    def _wait_before(
+        self,
+        request: Any,
+        attempt: int,
+        error: BaseException | None,
+        started: float,
+    ) -> float | None:
+        """The wait before the attempt after `attempt`, reported; None: no more.
+
+        The backoff, or longer when the failure asks for it (``retry_after``);
+        None when the wait would pass `max_retry_duration` (counted from
+        `started`) or the time `remaining_time` leaves.
+        """
         jitter = 0.5 + self._random() / 2 if self._options.use_jitter else 1.0
         delay = self._options.delay_before(attempt, jitter)
+        asked = asked_wait(error)
+        if asked is not None and asked > delay:
+            delay = asked
+        if self._limit is not None and (
+            self._clock.monotonic() - started + delay >= self._limit
+        ):
+            return None
+        if self._remaining is not None:
+            left = self._remaining()
+            if left is not None and delay >= left:
+                return None
+        return self._announce(request, attempt, error, delay)
+
+    def _announce(
+        self, request: Any, attempt: int, error: BaseException | None, delay: float
+    ) -> float:
+        """Report the retry about to wait `delay` seconds; `delay`."""
         event = RetryEvent(
             request_type=type(request).__qualname__,
             attempt=attempt,

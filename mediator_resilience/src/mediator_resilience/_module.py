@@ -35,6 +35,10 @@ class ResilienceMediatorModule(Module):
         rng: The older way to give the jitter source: a `random.Random`, whose
             `random` is used. Give `random` or `rng`, not both.
         listeners: Called with a `RetryEvent` before every wait.
+        remaining_time: Optional: the seconds left before a deadline the retry
+            must keep, or None when there is none; for example
+            `http_resilience.remaining_time`, the deadline of the request
+            being served. No retry and no wait starts past it.
 
     Raises:
         pydantic.ValidationError: An invalid option, named, on this call.
@@ -59,6 +63,7 @@ class ResilienceMediatorModule(Module):
         random: Callable[[], float] | None = None,
         rng: _random.Random | None = None,
         listeners: Sequence[RetryListener] = (),
+        remaining_time: Callable[[], float | None] | None = None,
     ) -> None:
         if options is None:
             options = ResilienceMediatorOptions.from_config(config)
@@ -72,7 +77,14 @@ class ResilienceMediatorModule(Module):
             raise TypeError("give the jitter source as random= or rng=, not both")
         if random is None:
             random = (rng or _random.Random()).random
-        self._tools = RetryTools(clock or SystemClock(), random, tuple(listeners))
+        if remaining_time is not None and not callable(remaining_time):
+            raise TypeError(
+                "remaining_time must be a callable answering the seconds left "
+                f"(or None), got {type(remaining_time).__qualname__}"
+            )
+        self._tools = RetryTools(
+            clock or SystemClock(), random, tuple(listeners), remaining_time
+        )
 
     def configure(self, binder: Binder) -> None:
         """Bind the options (once per injector) and add the behavior.

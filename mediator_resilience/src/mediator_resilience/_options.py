@@ -51,6 +51,10 @@ class ResilienceMediatorOptions(BaseModel):
         should_retry_result: Optional: whether a returned response is a soft
             failure worth another attempt. It shares the attempt budget; when
             the budget is spent, the last response is returned.
+        max_retry_duration: Optional: no retry starts, and no wait begins,
+            once this long has passed since the first attempt began, or when
+            the wait would pass it (then the last failure is raised). Default
+            None: the attempts alone bound the retry.
 
     Durations accept a `timedelta`, a number of seconds, ``"200ms"``, ``"2s"``,
     ``"5m"``, ``"1h"`` or ISO 8601 (``"PT0.2S"``), up to 24 days: the longest
@@ -74,6 +78,7 @@ class ResilienceMediatorOptions(BaseModel):
     use_jitter: bool = True
     should_retry: Callable[[BaseException], bool] = is_transient_failure
     should_retry_result: Callable[[Any], bool] | None = None
+    max_retry_duration: Duration | None = None
 
     if TYPE_CHECKING:
         # What type checkers see: durations given in every form pydantic reads,
@@ -87,6 +92,7 @@ class ResilienceMediatorOptions(BaseModel):
             use_jitter: bool = True,
             should_retry: Callable[[BaseException], bool] = is_transient_failure,
             should_retry_result: Callable[[Any], bool] | None = None,
+            max_retry_duration: DurationInput | None = None,
         ) -> None: ...
 
     @model_validator(mode="after")

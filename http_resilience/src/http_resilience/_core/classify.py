@@ -5,6 +5,7 @@ Pure functions of a status, an exception or a request: no I/O, no time.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable
 from typing import Final, Literal, TypeAlias, cast
 
@@ -20,6 +21,7 @@ __all__ = [
     "DEFAULT_FAILURE_STATUSES",
     "FAILURE_BY_STATUS",
     "FAILURE_EXCEPTIONS",
+    "FINAL_MARK",
     "LOCAL_REFUSALS",
     "RETRY_AFTER_STATUSES",
     "SAFE_METHODS",
@@ -34,6 +36,7 @@ __all__ = [
     "is_failure",
     "is_failure_status",
     "is_replayable",
+    "mark_final",
     "may_retry",
     "read_methods",
     "read_status_codes",
@@ -110,6 +113,24 @@ the status set (or, for an exception, the built-in rule) decide."""
 Backoff: TypeAlias = Literal["exponential", "linear", "constant"]
 """How the delay grows with each retry: ``base * 2**(n-1)``, ``base * n``,
 ``base``."""
+
+
+FINAL_MARK: Final = "resilience_final"
+"""Marks a failure this client already retried to exhaustion: final for the
+layers outside it. An exception carries it as an attribute set to True, the
+last response of such a call as a key of its ``extensions``. A retry outside
+(the mediator's `is_transient_failure`) reads it by this name, without
+importing this package."""
+
+
+def mark_final(outcome: httpx.Response | BaseException) -> None:
+    """Mark `outcome` with `FINAL_MARK`: retried here to exhaustion."""
+    if isinstance(outcome, httpx.Response):
+        outcome.extensions[FINAL_MARK] = True
+        return
+    # An exception class with slots cannot carry it: left unmarked.
+    with contextlib.suppress(AttributeError):
+        setattr(outcome, FINAL_MARK, True)
 
 
 def failure_table(statuses: Iterable[int]) -> tuple[bool, ...]:

@@ -29,6 +29,7 @@ from http_resilience._core.classify import (
     Classifier,
     failure_table,
     is_classified_failure,
+    mark_final,
     may_retry,
 )
 from http_resilience._core.clock import Clock, utc_now
@@ -271,12 +272,10 @@ class RetryStrategy:
         delay = self._decision.next_delay(
             call.attempt, response, now=self._now(), deadline=call.deadline
         )
-        if delay is not None:
-            if call.budget is not None and not self._charged(call):
-                return None
-            self._telemetry.retry(
-                call.method, call.host, call.attempt, delay, str(status)
-            )
+        if delay is None or (call.budget is not None and not self._charged(call)):
+            mark_final(response)  # retried here as far as it goes
+            return None
+        self._telemetry.retry(call.method, call.host, call.attempt, delay, str(status))
         return delay
 
     def after_error(
@@ -306,10 +305,10 @@ class RetryStrategy:
         delay = self._decision.next_delay(
             call.attempt, None, now=ended, deadline=call.deadline
         )
-        if delay is not None:
-            if call.budget is not None and not self._charged(call):
-                return None
-            self._telemetry.retry(call.method, call.host, call.attempt, delay, reason)
+        if delay is None or (call.budget is not None and not self._charged(call)):
+            mark_final(exc)  # retried here as far as it goes
+            return None
+        self._telemetry.retry(call.method, call.host, call.attempt, delay, reason)
         return delay
 
     def after_refusal(

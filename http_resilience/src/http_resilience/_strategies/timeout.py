@@ -46,6 +46,7 @@ from pydantic import (
 )
 
 from http_resilience._core.builder import BuildContext, Placement
+from http_resilience._core.classify import mark_final
 from http_resilience._core.clock import (
     ATTEMPT_DEADLINE,
     Clock,
@@ -173,9 +174,11 @@ class Deadline:
             return AttemptTimeoutError(
                 f"{call.where()}: attempt {call.attempt} timed out after {span:g} s"
             )
-        return TotalTimeoutError(
+        error = TotalTimeoutError(
             f"{call.where()}: no response within the total timeout of {span:g} s"
         )
+        mark_final(error)  # the call's whole time is spent: final outside it
+        return error
 
 
 class Narrowing:

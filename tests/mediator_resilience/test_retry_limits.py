@@ -1,0 +1,210 @@
+"""The mediator retry across layers: final marks, asked waits, and time limits.
+
+A failure an inner layer already retried to exhaustion (marked, by
+convention, `resilience_final`) is final here. A failure that asks for a wait
+(``retry_after``) is waited for at least that long. And no wait begins past
+`max_retry_duration` or the time `remaining_time` leaves.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from injector import Injector
+
+from mediator import Mediator, MediatorModule, Query, QueryHandler
+from mediator_resilience import (
+    ResilienceMediatorModule,
+    ResilienceMediatorOptions,
+    RetryEvent,
+    is_transient_failure,
+    retryable,
+)
+from mediator_resilience._transient import FINAL_MARK
+from mediator_resilience.testing import FakeClock
+from tests.mediator_resilience.test_retry import Script
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(autouse=True)
+def _reset() -> None:
+    Script.steps = []
+    Script.attempts = 0
+
+
+@retryable
+class Lookup(Query[str]):
+    pass
+
+
+class LookupHandler(QueryHandler[Lookup, str]):
+    async def handle(self, request: Lookup) -> str:
+        return Script.next_step()
+
+
+@retryable
+class SyncLookup(Query[str]):
+    pass
+
+
+class SyncLookupHandler(QueryHandler[SyncLookup, str]):
+    def handle(self, request: SyncLookup) -> str:
+        return Script.next_step()
+
+
+def build(
+    clock: FakeClock,
+    events: list[RetryEvent] | None = None,
+    remaining_time: Callable[[], float | None] | None = None,
+    **values: Any,
+) -> Mediator:
+    options = ResilienceMediatorOptions(use_jitter=False, **values)
+    return Injector(
+        [
+            MediatorModule(
+                lambda m: m.add_handler(LookupHandler, SyncLookupHandler).use_defaults()
+            ),
+            ResilienceMediatorModule(
+                options,
+                clock=clock,
+                rng=random.Random(3),
+                listeners=[events.append] if events is not None else [],
+                remaining_time=remaining_time,
+            ),
+        ]
+    ).get(Mediator)
+
+
+class Refused(Exception):
+    def __init__(self, retry_after: object) -> None:
+        super().__init__("refused")
+        self.retry_after = retry_after
+
+
+class Answer:
+    def __init__(self, extensions: object) -> None:
+        self.extensions = extensions
+
+
+class StatusError(Exception):
+    """Shaped like `httpx.HTTPStatusError`: the response rides on the error."""
+
+    def __init__(self, response: object) -> None:
+        super().__init__("503")
+        self.response = response
+
+
+def final(error: Exception) -> Exception:
+    setattr(error, FINAL_MARK, True)
+    return error
+
+
+# --- the final mark ---------------------------------------------------------------
+
+
+def test_a_marked_failure_is_not_transient_and_the_mark_is_read_by_name() -> None:
+    assert FINAL_MARK == "resilience_final"
+    assert not is_transient_failure(final(ConnectionError()))
+    assert not is_transient_failure(StatusError(Answer({FINAL_MARK: True})))
+    assert is_transient_failure(StatusError(Answer({FINAL_MARK: False})))
+    assert is_transient_failure(StatusError(Answer(None)))
+    assert is_transient_failure(StatusError(object()))
+
+    class Exploding:
+        @property
+        def extensions(self) -> object:
+            raise RuntimeError("a property that raises")
+
+    assert is_transient_failure(StatusError(Exploding()))
+
+
+async def test_a_failure_retried_to_exhaustion_inside_is_not_retried_again() -> None:
+    clock = FakeClock()
+    Script.steps = [final(ConnectionError("retried four times already")), "ok"]
+    with pytest.raises(ConnectionError):
+        await build(clock).send(Lookup())
+    assert (Script.attempts, clock.sleeps) == (1, [])
+
+
+# --- waits a failure asks for ---------------------------------------------------------
+
+
+async def test_a_failure_asking_for_a_wait_is_waited_for_at_least_that() -> None:
+    clock = FakeClock()
+    Script.steps = [Refused(5.0), Refused(0.01), "ok"]
+    assert await build(clock).send(Lookup()) == "ok"
+    # 5 s as asked (above the 0.2 s backoff), then the 0.4 s backoff (above 0.01).
+    assert clock.sleeps == pytest.approx([5.0, 0.4])
+
+
+@pytest.mark.parametrize("asked", [None, -1, float("nan"), float("inf"), "5", True])
+async def test_a_wait_that_is_no_number_is_ignored(asked: object) -> None:
+    clock = FakeClock()
+    Script.steps = [Refused(asked), "ok"]
+    assert await build(clock).send(Lookup()) == "ok"
+    assert clock.sleeps == pytest.approx([0.2])
+
+
+# --- time limits ------------------------------------------------------------------
+
+
+async def test_no_wait_begins_past_the_retry_duration() -> None:
+    clock = FakeClock()
+    events: list[RetryEvent] = []
+    Script.steps = [ConnectionError("1"), ConnectionError("2"), ConnectionError("3")]
+    with pytest.raises(ConnectionError, match="2"):
+        # Waits of 0.2 and 0.4 s fit in 0.5 s only one at a time: 0.2, then
+        # 0.2 + 0.4 >= 0.5: the second failure is raised at once.
+        await build(clock, events, max_retry_duration="500ms").send(Lookup())
+    assert clock.sleeps == pytest.approx([0.2])
+    assert [event.attempt for event in events] == [1]
+
+
+async def test_an_asked_wait_past_the_retry_duration_is_final() -> None:
+    clock = FakeClock()
+    Script.steps = [Refused(30.0), "ok"]
+    with pytest.raises(Refused):
+        await build(clock, max_retry_duration="10s").send(Lookup())
+    assert clock.sleeps == []
+
+
+def test_the_sync_path_keeps_the_same_limits() -> None:
+    clock = FakeClock()
+    Script.steps = [Refused(3.0), ConnectionError("2"), "ok"]
+    with pytest.raises(ConnectionError):
+        build(clock, max_retry_duration="3.3s").send_sync(SyncLookup())
+    assert clock.sleeps == pytest.approx([3.0])
+
+
+async def test_no_wait_begins_past_the_time_remaining() -> None:
+    clock = FakeClock()
+    left: list[float | None] = [1.0]
+    Script.steps = [ConnectionError("1"), ConnectionError("2"), "ok"]
+    mediator = build(clock, remaining_time=lambda: left[0])
+    # 0.3 s left, whatever the clock (a fixed answer, for the test): the 0.2 s
+    # wait fits, the 0.4 s one does not, so the second failure is raised.
+    left[0] = 0.3
+    with pytest.raises(ConnectionError, match="2"):
+        await mediator.send(Lookup())
+    assert clock.sleeps == pytest.approx([0.2])
+    Script.steps, Script.attempts = [ConnectionError("1"), "ok"], 0
+    left[0] = None  # no deadline: the backoff alone
+    assert await mediator.send(Lookup()) == "ok"
+
+
+def test_remaining_time_must_be_callable() -> None:
+    with pytest.raises(TypeError, match="remaining_time must be a callable"):
+        ResilienceMediatorModule(remaining_time=3.0)  # type: ignore[arg-type]
+
+
+def test_max_retry_duration_reads_as_a_duration() -> None:
+    assert ResilienceMediatorOptions().max_retry_duration is None
+    options = ResilienceMediatorOptions.from_config(
+        environ={"RESILIENCE__MEDIATOR__MAX_RETRY_DURATION": "2s"}
+    )
+    assert options.max_retry_duration is not None
+    assert options.max_retry_duration.total_seconds() == 2.0
