@@ -47,6 +47,8 @@ def test_the_public_names_are_pinned_and_sorted() -> None:
         "create_async_client",
         "create_client",
         "current_correlation_id",
+        "deadline_scope",
+        "remaining_time",
         "resumable_bytes",
         "resumable_bytes_sync",
         "suppressed_failure",

@@ -18,11 +18,21 @@ import httpx
 import pytest
 from injector import Injector
 
-from http_resilience import AttemptEvent, HttpEvent, create_async_client
+from http_resilience import (
+    AttemptEvent,
+    HttpEvent,
+    create_async_client,
+    deadline_scope,
+    remaining_time,
+)
 from http_resilience._core.classify import FINAL_MARK as WRITTEN_BY_HTTP
 from http_resilience.testing import FakeClock as HttpClock
 from mediator import Command, CommandHandler, Mediator, MediatorModule
-from mediator_resilience import ResilienceMediatorModule, retryable
+from mediator_resilience import (
+    ResilienceMediatorModule,
+    ResilienceMediatorOptions,
+    retryable,
+)
 from mediator_resilience._transient import FINAL_MARK as READ_BY_THE_MEDIATOR
 from mediator_resilience.testing import FakeClock as MediatorClock
 from tests.support.fault_server import FaultServer
@@ -127,3 +137,40 @@ async def test_a_failure_the_http_layer_did_not_retry_is_still_retried_outside(
     await fault_server.wait_idle(key)
     assert fault_server.hits(key) == 3
     assert len(mediator_clock.sleeps) == 2
+
+
+@retryable
+class CheckStock(Command[int]):
+    pass
+
+
+class CheckStockHandler(CommandHandler[CheckStock, int]):
+    attempts: ClassVar[int] = 0
+
+    async def handle(self, request: CheckStock) -> int:
+        CheckStockHandler.attempts += 1
+        raise ConnectionError("the stock service is down")
+
+
+async def test_the_mediator_retry_keeps_the_deadline_of_the_work_in_hand() -> None:
+    # The one line of wiring: remaining_time=http_resilience.remaining_time.
+    clock = MediatorClock()
+    sender = Injector(
+        [
+            MediatorModule(lambda m: m.add_handler(CheckStockHandler).use_defaults()),
+            ResilienceMediatorModule(
+                ResilienceMediatorOptions(use_jitter=False),
+                clock=clock,
+                remaining_time=remaining_time,
+            ),
+        ]
+    ).get(Mediator)
+    CheckStockHandler.attempts = 0
+    with deadline_scope(0.5, clock=clock), pytest.raises(ConnectionError):
+        await sender.send(CheckStock())
+    # Waits of 0.2 s, then 0.4 s: only the first fits in the half second.
+    assert (CheckStockHandler.attempts, clock.sleeps) == (2, [0.2])
+    CheckStockHandler.attempts = 0
+    with pytest.raises(ConnectionError):
+        await sender.send(CheckStock())  # no scope: the attempts alone bound it
+    assert CheckStockHandler.attempts == 4

@@ -14,6 +14,7 @@ response body with `Range` requests.
 """
 
 from http_resilience._core.clock import Clock, SystemClock
+from http_resilience._core.deadline import deadline_scope, remaining_time
 from http_resilience._core.errors import (
     AttemptTimeoutError,
     BrokenCircuitError,
@@ -98,6 +99,8 @@ __all__ = [
     "create_async_client",
     "create_client",
     "current_correlation_id",
+    "deadline_scope",
+    "remaining_time",
     "resumable_bytes",
     "resumable_bytes_sync",
     "suppressed_failure",

@@ -26,6 +26,7 @@ from typing import Any, Final, Literal, Protocol
 import httpx
 
 from http_resilience._core.pool import pool_sweeper
+from http_resilience._core.raw_headers import KEEPS_TRIPLES, LOWER_KEY, triples
 
 __all__ = [
     "LAYER_MARK",
@@ -34,11 +35,13 @@ __all__ = [
     "Budget",
     "Call",
     "DeadlineKind",
+    "DeadlineTeller",
     "Stamp",
     "SyncHandler",
     "SyncSend",
     "close_quietly",
     "close_quietly_sync",
+    "deadline_teller",
     "marked_by",
 ]
 
@@ -55,6 +58,10 @@ error that says nothing about the host, before the attempt's deadline would
 cut the wait short and count it against the host as an attempt timeout."""
 
 DeadlineKind = Literal["attempt", "total"]
+
+DeadlineTeller = Callable[[httpx.Request, float], None]
+"""Writes into an attempt the time its deadline (on the pipeline's clock)
+leaves it: `deadline_teller`."""
 
 Stamp = Callable[[httpx.Request, httpx.Request], None]
 """Writes into each attempt before it is sent (the call's correlation id): the
@@ -180,14 +187,18 @@ class AsyncSend:
         stamp: Run on each attempt before it is sent; None: nothing.
     """
 
-    __slots__ = ("_inner", "_stamp", "_sweep")
+    __slots__ = ("_inner", "_stamp", "_sweep", "_tell")
 
     def __init__(
-        self, inner: httpx.AsyncBaseTransport, stamp: Stamp | None = None
+        self,
+        inner: httpx.AsyncBaseTransport,
+        stamp: Stamp | None = None,
+        tell_deadline: DeadlineTeller | None = None,
     ) -> None:
         self._inner = inner
         self._stamp = stamp
         self._sweep = pool_sweeper(inner)
+        self._tell = tell_deadline
 
     async def handle(self, request: httpx.Request, call: Call) -> httpx.Response:
         """Send one attempt through the async transport."""
@@ -197,6 +208,8 @@ class AsyncSend:
         attempt = _attempt(request, owner, call)
         if self._stamp is not None:
             self._stamp(attempt, request)
+        if self._tell is not None and call.deadline != math.inf:
+            self._tell(attempt, call.deadline)
         try:
             response = await self._inner.handle_async_request(attempt)
         except BaseException:
@@ -217,18 +230,26 @@ class SyncSend:
         stamp: As for `AsyncSend`.
     """
 
-    __slots__ = ("_inner", "_stamp", "_sweep")
+    __slots__ = ("_inner", "_stamp", "_sweep", "_tell")
 
-    def __init__(self, inner: httpx.BaseTransport, stamp: Stamp | None = None) -> None:
+    def __init__(
+        self,
+        inner: httpx.BaseTransport,
+        stamp: Stamp | None = None,
+        tell_deadline: DeadlineTeller | None = None,
+    ) -> None:
         self._inner = inner
         self._stamp = stamp
         self._sweep = pool_sweeper(inner)
+        self._tell = tell_deadline
 
     def handle_sync(self, request: httpx.Request, call: Call) -> httpx.Response:
         """Send one attempt through the sync transport."""
         attempt = _attempt(request, threading.get_ident(), call)
         if self._stamp is not None:
             self._stamp(attempt, request)
+        if self._tell is not None and call.deadline != math.inf:
+            self._tell(attempt, call.deadline)
         try:
             response = self._inner.handle_request(attempt)
         except BaseException:
@@ -251,6 +272,29 @@ def _bad_status(request: httpx.Request, status_code: int) -> httpx.RemoteProtoco
         f"{status_code}, outside 100-599",
         request=request,
     )
+
+
+def deadline_teller(header: str, now: Callable[[], float]) -> DeadlineTeller:
+    """What writes `header` into each attempt: the milliseconds it has left.
+
+    An integer, 0 once the deadline has passed; a value the request already
+    carries under that name is replaced (it could only be stale).
+    """
+    raw = header.encode("ascii")
+    lowered = raw.lower()
+
+    def tell(attempt: httpx.Request, deadline: float) -> None:
+        left = int((deadline - now()) * 1000)
+        value = str(left if left > 0 else 0).encode("ascii")
+        if not KEEPS_TRIPLES:
+            attempt.headers[header] = value.decode("ascii")
+            return
+        entries = triples(attempt.headers)
+        if lowered in map(LOWER_KEY, entries):
+            entries[:] = [entry for entry in entries if entry[1] != lowered]
+        entries.append((raw, lowered, value))
+
+    return tell
 
 
 def marked_by(request: httpx.Request, owner: object) -> bool:

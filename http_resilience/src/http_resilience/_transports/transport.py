@@ -15,7 +15,7 @@ import asyncio
 import random as _random
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import httpx
 
@@ -26,7 +26,8 @@ from http_resilience._core.builder import (
     build_async,
     build_sync,
 )
-from http_resilience._core.clock import SYSTEM_CLOCK, Clock
+from http_resilience._core.clock import SYSTEM_CLOCK, Clock, reader
+from http_resilience._core.deadline import DEADLINE_HEADER, scope_deadline
 from http_resilience._core.errors import ResilienceLayerError
 from http_resilience._core.events import HttpEventListener
 from http_resilience._core.hosts import host_key
@@ -35,9 +36,11 @@ from http_resilience._core.pipeline import (
     AsyncHandler,
     AsyncSend,
     Call,
+    DeadlineTeller,
     Stamp,
     SyncHandler,
     SyncSend,
+    deadline_teller,
     marked_by,
 )
 from http_resilience._core.telemetry import Telemetry
@@ -88,6 +91,33 @@ def _inner_or_default(
             f"HTTP client {name!r}: {wraps}, got {type(inner).__qualname__}"
         )
     return inner
+
+
+def _teller(header: object, clock: Clock | None, name: str) -> DeadlineTeller | None:
+    """What writes the attempt's time left into `header`; None for no header.
+
+    Raises:
+        TypeError: `header` is neither None nor a string.
+        ValueError: `header` is not an HTTP header name.
+    """
+    if header is None:
+        return None
+    if not isinstance(header, str):
+        raise TypeError(
+            f"HTTP client {name!r}: deadline_header must be a header name or "
+            f"None, got {type(header).__qualname__}"
+        )
+    if not header or not set(header) <= _HEADER_NAME:
+        raise ValueError(
+            f"HTTP client {name!r}: deadline_header {header!r} is not an HTTP "
+            "header name"
+        )
+    return deadline_teller(header, reader(clock or SYSTEM_CLOCK))
+
+
+_HEADER_NAME: Final = frozenset(
+    "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+)
 
 
 def resolve_options(
@@ -178,6 +208,7 @@ class _Resilient:
     def _context(
         self, clock: Clock | None, random: Callable[[], float] | None
     ) -> BuildContext:
+        self._now = reader(clock or SYSTEM_CLOCK)
         return BuildContext(
             clock or SYSTEM_CLOCK, self._telemetry, random or _random.random
         )
@@ -201,7 +232,15 @@ class _Resilient:
                 "resilient transport; one resilience layer per client, or retries "
                 "multiply"
             )
-        return Call(self.name, request.method, host_key(request.url))
+        call = Call(self.name, request.method, host_key(request.url))
+        scope = scope_deadline()
+        if scope is not None:
+            # Inside a deadline scope: the call has at most the time it leaves.
+            deadline, read = scope
+            left = deadline - read()
+            call.deadline = self._now() + (left if left > 0.0 else 0.0)
+            call.deadline_span = left if left > 0.0 else 0.0
+        return call
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
@@ -240,6 +279,10 @@ class AsyncResilientTransport(_Resilient, httpx.AsyncBaseTransport):
         clock: Where time is read and waits happen; `FakeClock` in tests.
         listeners: Called with every event (`HttpEventListener`).
         random: Returns a float in [0, 1) for the retry jitter.
+        deadline_header: The header each attempt carries with the
+            milliseconds its deadline leaves it (an integer), for the server
+            to stop in time; None sends none. Default
+            ``X-Request-Timeout-Ms``.
         _stamp: Internal: what an `HttpClientFactory` client runs on every
             attempt before it is sent (writes the call's correlation id).
 
@@ -280,6 +323,7 @@ class AsyncResilientTransport(_Resilient, httpx.AsyncBaseTransport):
         clock: Clock | None = None,
         listeners: Sequence[HttpEventListener] = (),
         random: Callable[[], float] | None = None,
+        deadline_header: str | None = DEADLINE_HEADER,
         _stamp: Stamp | None = None,
     ) -> None:
         inner = _inner_or_default(
@@ -292,7 +336,9 @@ class AsyncResilientTransport(_Resilient, httpx.AsyncBaseTransport):
         self._inner = inner
         steps = self._steps(options, config, name, listeners, pipeline)
         self._built: BuiltPipeline[AsyncHandler] = build_async(
-            steps, AsyncSend(inner, _stamp), self._context(clock, random)
+            steps,
+            AsyncSend(inner, _stamp, _teller(deadline_header, clock, name)),
+            self._context(clock, random),
         )
         self._chain = self._built.handler
         self._will_retry = self._built.will_retry
@@ -371,6 +417,7 @@ class ResilientTransport(_Resilient, httpx.BaseTransport):
         clock: Clock | None = None,
         listeners: Sequence[HttpEventListener] = (),
         random: Callable[[], float] | None = None,
+        deadline_header: str | None = DEADLINE_HEADER,
         _stamp: Stamp | None = None,
     ) -> None:
         inner = _inner_or_default(
@@ -384,7 +431,9 @@ class ResilientTransport(_Resilient, httpx.BaseTransport):
         self._inner = inner
         steps = self._steps(options, config, name, listeners, pipeline)
         self._built: BuiltPipeline[SyncHandler] = build_sync(
-            steps, SyncSend(inner, _stamp), self._context(clock, random)
+            steps,
+            SyncSend(inner, _stamp, _teller(deadline_header, clock, name)),
+            self._context(clock, random),
         )
         self._chain = self._built.handler
         self._will_retry = self._built.will_retry
