@@ -57,6 +57,8 @@ STATUSES = "HTTP statuses"
 METHODS = "HTTP methods"
 BACKOFF = "backoff shape"
 RATE = "permits a second, more than 0"
+NESTED = "what nested retries do"
+OPTIONAL_DURATION = "duration, at least 0, or None"
 FLAG = "boolean"
 POLICY = "partial stream policy"
 CALLABLE = "callable"
@@ -92,6 +94,8 @@ FIELDS: dict[type[pydantic.BaseModel], dict[str, str]] = {
         "retry_methods": METHODS,
         "backoff": BACKOFF,
         "max_delay": DURATION,
+        "detect_nested_retries": FLAG,
+        "nested_retries": NESTED,
     },
     RetryBudgetOptions: {
         "retry_budget_ratio": SHARE,
@@ -109,6 +113,8 @@ FIELDS: dict[type[pydantic.BaseModel], dict[str, str]] = {
         "retry_methods": METHODS,
         "backoff": BACKOFF,
         "max_delay": DURATION,
+        "detect_nested_retries": FLAG,
+        "nested_retries": NESTED,
     },
     BreakerOptions: {
         "failure_ratio": RATIO,
@@ -156,6 +162,7 @@ FIELDS: dict[type[pydantic.BaseModel], dict[str, str]] = {
         "use_jitter": FLAG,
         "should_retry": CALLABLE,
         "should_retry_result": OPTIONAL_CALLABLE,
+        "max_retry_duration": OPTIONAL_DURATION,
     },
 }
 
@@ -293,6 +300,8 @@ INVALID[STATUSES] = [
 ]
 INVALID[METHODS] = ["GET PUT", ["GET", ""], [3], None, 3, "G\u00e9T", ["GE T"]]
 INVALID[RATE] = [0, 0.0, -1, math.nan, math.inf, "fast", "", None, True, [5]]
+INVALID[OPTIONAL_DURATION] = [value for value in _NO_DURATION if value is not None]
+INVALID[NESTED] = ["retry", "Suppress", "", None, True, 1]
 INVALID[BACKOFF] = ["fibonacci", "Exponential", "", None, 2, True]
 INVALID[HEADER_NAMES] = [
     ("X-Limit", "X-Left"),
@@ -321,6 +330,8 @@ VALID: dict[str, list[object]] = {
     STATUSES: [[], 503, "503", "429, 500-504", [408, range(500, 600)], {599, 100}],
     METHODS: ["get", ["GET", "post"], "GET, PUT", [], "M-SEARCH"],
     BACKOFF: ["exponential", "linear", "constant"],
+    NESTED: ["suppress", "report"],
+    OPTIONAL_DURATION: [None, 0, "10s", "PT1M"],
     RATE: [5e-324, 0.5, 1, "20", 1e9],
     HEADER_NAMES: [
         ("X-Rate-Limit-Limit", "X-Rate-Limit-Remaining", "X-Rate-Limit-Reset"),

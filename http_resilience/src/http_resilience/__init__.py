@@ -29,6 +29,7 @@ from http_resilience._core.events import (
     HedgeEvent,
     HttpEvent,
     HttpEventListener,
+    NestedRetryEvent,
     RejectionEvent,
     RejectionReason,
     RetryEvent,
@@ -52,6 +53,7 @@ from http_resilience._streams.retry import (
 )
 from http_resilience._transports.asgi import ResilienceErrorMiddleware
 from http_resilience._transports.client import create_async_client, create_client
+from http_resilience._transports.context_middleware import ResilienceContextMiddleware
 from http_resilience._transports.correlation import (
     correlation_id,
     current_correlation_id,
@@ -77,11 +79,13 @@ __all__ = [
     "HttpEventListener",
     "HttpResilienceOptions",
     "LimiterOptions",
+    "NestedRetryEvent",
     "PartialStreamPolicy",
     "RateLimitedError",
     "RateLimiterOptions",
     "RejectionEvent",
     "RejectionReason",
+    "ResilienceContextMiddleware",
     "ResilienceError",
     "ResilienceErrorMiddleware",
     "ResilienceLayerError",

@@ -55,6 +55,8 @@ def test_the_defaults_are_the_standard_pipeline() -> None:
         ),
         "backoff": "exponential",
         "max_delay": timedelta(seconds=30),
+        "detect_nested_retries": True,
+        "nested_retries": "suppress",
     }
     assert HttpResilienceOptions.SECTION == "resilience.http"
 

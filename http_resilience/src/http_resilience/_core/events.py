@@ -20,6 +20,7 @@ __all__ = [
     "HedgeEvent",
     "HttpEvent",
     "HttpEventListener",
+    "NestedRetryEvent",
     "RejectionEvent",
     "RejectionReason",
     "RetryEvent",
@@ -133,10 +134,29 @@ class HedgeEvent:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class NestedRetryEvent:
+    """A call failed while its caller is retrying the request it serves.
+
+    Attributes:
+        caller_attempt: The caller's attempt this work serves (2 or more).
+        suppressed: True when this call therefore made no retry of its own
+            (``nested_retries="suppress"``); False when it retries as usual
+            and only reports (``"report"``).
+    """
+
+    client: str
+    method: str
+    host: str
+    caller_attempt: int
+    suppressed: bool
+
+
 HttpEvent: TypeAlias = (
     AttemptEvent
     | RetryEvent
     | HedgeEvent
+    | NestedRetryEvent
     | BreakerEvent
     | RejectionEvent
     | TimeoutEvent

@@ -100,6 +100,9 @@ class Call:
             (async only); `AsyncSend` marks attempts with it.
         budget: The retry budget the retries and hedged copies of this call
             spend from, set by a retry budget around them; None: no budget.
+        tell_attempt: Whether attempts after the first carry their number
+            (`RETRY_ATTEMPT_HEADER`), set by a retry that detects nested
+            retries.
     """
 
     __slots__ = (
@@ -113,6 +116,7 @@ class Call:
         "method",
         "owner",
         "phase_timeout",
+        "tell_attempt",
     )
 
     def __init__(self, client: str, method: str, host: str) -> None:
@@ -126,6 +130,7 @@ class Call:
         self.phase_timeout: float | None = None
         self.owner: asyncio.Task[Any] | None = None
         self.budget: Budget | None = None
+        self.tell_attempt = False
 
     def fork(self, attempt: int) -> Call:
         """A copy of this call for an attempt that runs beside others (a hedge).
@@ -140,6 +145,7 @@ class Call:
         twin.deadline_span = self.deadline_span
         twin.phase_timeout = self.phase_timeout
         twin.budget = self.budget
+        twin.tell_attempt = self.tell_attempt
         return twin
 
     def where(self) -> str:
@@ -210,6 +216,8 @@ class AsyncSend:
             self._stamp(attempt, request)
         if self._tell is not None and call.deadline != math.inf:
             self._tell(attempt, call.deadline)
+        if call.attempt > 1 and call.tell_attempt:
+            _tell_attempt(attempt, call.attempt)
         try:
             response = await self._inner.handle_async_request(attempt)
         except BaseException:
@@ -250,6 +258,8 @@ class SyncSend:
             self._stamp(attempt, request)
         if self._tell is not None and call.deadline != math.inf:
             self._tell(attempt, call.deadline)
+        if call.attempt > 1 and call.tell_attempt:
+            _tell_attempt(attempt, call.attempt)
         try:
             response = self._inner.handle_request(attempt)
         except BaseException:
@@ -295,6 +305,22 @@ def deadline_teller(header: str, now: Callable[[], float]) -> DeadlineTeller:
         entries.append((raw, lowered, value))
 
     return tell
+
+
+_ATTEMPT_RAW: Final = b"X-Retry-Attempt"
+_ATTEMPT_LOWER: Final = _ATTEMPT_RAW.lower()
+
+
+def _tell_attempt(attempt: httpx.Request, number: int) -> None:
+    """Write the attempt's number into it: the server sees its caller retrying."""
+    value = str(number).encode("ascii")
+    if not KEEPS_TRIPLES:
+        attempt.headers[_ATTEMPT_RAW.decode("ascii")] = value.decode("ascii")
+        return
+    entries = triples(attempt.headers)
+    if _ATTEMPT_LOWER in map(LOWER_KEY, entries):
+        entries[:] = [entry for entry in entries if entry[1] != _ATTEMPT_LOWER]
+    entries.append((_ATTEMPT_RAW, _ATTEMPT_LOWER, value))
 
 
 def marked_by(request: httpx.Request, owner: object) -> bool:

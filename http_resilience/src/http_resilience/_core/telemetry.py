@@ -19,6 +19,7 @@ from http_resilience._core.events import (
     HedgeEvent,
     HttpEvent,
     HttpEventListener,
+    NestedRetryEvent,
     RejectionEvent,
     RejectionReason,
     RetryEvent,
@@ -118,6 +119,23 @@ class Telemetry:
         )
         if self.listeners:
             self._emit(BreakerEvent(self.client, host, previous, current))
+
+    def nested(
+        self, method: str, host: str, caller_attempt: int, suppressed: bool
+    ) -> None:
+        """A call failed while its caller retries; `suppressed`: no retry here."""
+        LOGGER.info(
+            "%s %s (client %r): failed while the caller retries (its attempt %d); %s",
+            method,
+            host,
+            self.client,
+            caller_attempt,
+            "not retried here" if suppressed else "retried here as well",
+        )
+        if self.listeners:
+            self._emit(
+                NestedRetryEvent(self.client, method, host, caller_attempt, suppressed)
+            )
 
     def rejection(
         self,

@@ -36,6 +36,7 @@ from http_resilience._core.clock import Clock, utc_now
 from http_resilience._core.durations import Duration, DurationInput, in_seconds
 from http_resilience._core.errors import BrokenCircuitError, RateLimitedError
 from http_resilience._core.fields import FROZEN, Count, Methods, StatusCodes
+from http_resilience._core.nested import NestedRetries, caller_attempt
 from http_resilience._core.pipeline import (
     AsyncHandler,
     Call,
@@ -218,6 +219,7 @@ class RetryStrategy:
         "_classify",
         "_decision",
         "_failed",
+        "_nested",
         "_now",
         "_report",
         "_telemetry",
@@ -232,8 +234,10 @@ class RetryStrategy:
         telemetry: Telemetry,
         statuses: frozenset[int] = DEFAULT_FAILURE_STATUSES,
         classify: Classifier | None = None,
+        nested: NestedRetries | None = "suppress",
     ) -> None:
         self._decision = decision
+        self._nested = nested
         self.clock = clock
         self._now = clock.monotonic
         self._telemetry = telemetry
@@ -244,7 +248,19 @@ class RetryStrategy:
     def started(self, call: Call, attempt: int) -> float:
         """Attempt `attempt` starts: its start time, when attempts are reported."""
         call.attempt = attempt
+        call.tell_attempt = self._nested is not None
         return self._now() if self._report else 0.0
+
+    def _caller_retries(self, call: Call) -> bool:
+        """Whether the caller's retry is the one: then no retry here (reported)."""
+        if self._nested is None:
+            return False
+        caller = caller_attempt()
+        if caller is None:
+            return False
+        suppressed = self._nested == "suppress"
+        self._telemetry.nested(call.method, call.host, caller, suppressed)
+        return suppressed
 
     def after_answer(
         self,
@@ -268,6 +284,8 @@ class RetryStrategy:
             else is_classified_failure(response, self._failed, classify)
         )
         if not failed or not self._decision.will_retry(request, body):
+            return None
+        if self._caller_retries(call):
             return None
         delay = self._decision.next_delay(
             call.attempt, response, now=self._now(), deadline=call.deadline
@@ -301,6 +319,8 @@ class RetryStrategy:
                 call.method, call.host, call.attempt, reason, ended - started
             )
         if not self._decision.will_retry(request, body):
+            return None
+        if self._caller_retries(call):
             return None
         delay = self._decision.next_delay(
             call.attempt, None, now=ended, deadline=call.deadline
@@ -483,6 +503,15 @@ class RetryOptions(BaseModel):
             ``"linear"`` (``base_delay * n``) or ``"constant"``.
         max_delay: The longest delay the backoff gives, before jitter; at
             least `base_delay`. Default 30 s.
+        detect_nested_retries: Attempts after the first carry their number in
+            ``X-Retry-Attempt``, so a service called sees its caller
+            retrying; and a call made while the work in hand serves a
+            retrying caller (`ResilienceContextMiddleware`) follows
+            `nested_retries`. Default True.
+        nested_retries: ``"suppress"``: while the caller retries, a failed
+            call makes no retry of its own (the caller's retry is the one);
+            ``"report"``: it retries as usual. Both emit a
+            `NestedRetryEvent`. Default ``"suppress"``.
 
     Raises:
         pydantic.ValidationError: On construction, naming every invalid field;
@@ -503,6 +532,8 @@ class RetryOptions(BaseModel):
     retry_methods: Methods = SAFE_METHODS
     backoff: Backoff = DEFAULT_BACKOFF
     max_delay: Duration = Field(default=DEFAULT_MAX_DELAY, ge=timedelta(0))
+    detect_nested_retries: bool = True
+    nested_retries: NestedRetries = "suppress"
 
     if TYPE_CHECKING:
         # Durations in every form pydantic reads; see `HttpResilienceOptions`.
@@ -517,6 +548,8 @@ class RetryOptions(BaseModel):
             retry_methods: MethodsInput = SAFE_METHODS,
             backoff: Backoff = DEFAULT_BACKOFF,
             max_delay: DurationInput = DEFAULT_MAX_DELAY,
+            detect_nested_retries: bool = True,
+            nested_retries: NestedRetries = "suppress",
         ) -> None: ...
 
     @model_validator(mode="after")
@@ -561,6 +594,7 @@ class RetryOptions(BaseModel):
             telemetry=context.telemetry,
             statuses=self.retry_on_status,
             classify=self.should_retry,
+            nested=self.nested_retries if self.detect_nested_retries else None,
         )
 
     def build_async(

@@ -25,6 +25,7 @@ from http_resilience._core.classify import (
 )
 from http_resilience._core.durations import Duration, DurationInput, in_seconds
 from http_resilience._core.fields import Count, Methods, Ratio, RatioOrOff, StatusCodes
+from http_resilience._core.nested import NestedRetries
 from http_resilience._strategies.breaker import (
     DEFAULT_BREAK_DURATION,
     DEFAULT_BREAKER_PER_HOST,
@@ -154,6 +155,12 @@ class HttpResilienceOptions(BaseModel):
             ``"constant"``.
         max_delay: The longest backoff delay, before jitter; at least
             `base_delay`. A ``Retry-After`` is waited as asked. Default 30 s.
+        detect_nested_retries: Retried attempts carry ``X-Retry-Attempt``,
+            and calls made for a retrying caller follow `nested_retries`.
+            Default True.
+        nested_retries: ``"suppress"`` (no retry here while the caller
+            retries) or ``"report"`` (retry, and report it). Default
+            ``"suppress"``.
 
     Durations accept a `timedelta`, a number of seconds, ``"200ms"``, ``"2s"``,
     ``"5m"``, ``"1h"`` or ISO 8601 (``"PT0.2S"``), up to 24 days each.
@@ -214,6 +221,8 @@ class HttpResilienceOptions(BaseModel):
     retry_methods: Methods = SAFE_METHODS
     backoff: Backoff = DEFAULT_BACKOFF
     max_delay: Duration = Field(default=DEFAULT_MAX_DELAY, ge=timedelta(0))
+    detect_nested_retries: bool = True
+    nested_retries: NestedRetries = "suppress"
 
     if TYPE_CHECKING:
         # What type checkers see: durations given in every form pydantic reads,
@@ -248,6 +257,8 @@ class HttpResilienceOptions(BaseModel):
             retry_methods: MethodsInput = SAFE_METHODS,
             backoff: Backoff = DEFAULT_BACKOFF,
             max_delay: DurationInput = DEFAULT_MAX_DELAY,
+            detect_nested_retries: bool = True,
+            nested_retries: NestedRetries = "suppress",
         ) -> None: ...
 
     @model_validator(mode="after")
@@ -391,6 +402,8 @@ def standard_steps(options: HttpResilienceOptions) -> tuple[StepOptions, ...]:
             retry_methods=options.retry_methods,
             backoff=options.backoff,
             max_delay=options.max_delay,
+            detect_nested_retries=options.detect_nested_retries,
+            nested_retries=options.nested_retries,
         ),
         *quota,
         BreakerOptions(

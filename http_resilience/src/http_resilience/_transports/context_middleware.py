@@ -1,0 +1,148 @@
+"""An ASGI middleware that carries a caller's deadline, retry and correlation id inward.
+
+For each inbound HTTP request it reads three headers and sets, for everything
+the request's handler does (in its task, and the tasks and threads it starts
+with the context copied, as ASGI frameworks do):
+
+- ``X-Request-Timeout-Ms``: the caller's deadline, less a safety margin and at
+  most `max_deadline`, as a `deadline_scope`: every resilient call the handler
+  makes is cut to it, and so is the mediator retry given `remaining_time`;
+- ``X-Retry-Attempt``: the caller is retrying (2 or more), so the handler's
+  own resilient calls follow their `nested_retries` (by default, one attempt
+  each);
+- the correlation header: the id every outbound call of the handler carries.
+
+A value that is malformed or out of range is ignored and counted
+(`ResilienceContextMiddleware.ignored`), never raised: a bad header from a
+caller must not fail its request.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Awaitable, Callable, MutableMapping
+from contextlib import ExitStack
+from typing import Any, Final
+
+from http_resilience._core.deadline import DEADLINE_HEADER, deadline_scope
+from http_resilience._core.nested import RETRY_ATTEMPT_HEADER, caller_attempt_scope
+from http_resilience._transports.correlation import (
+    DEFAULT_CORRELATION_HEADER,
+    correlation_id,
+)
+
+__all__ = ["ResilienceContextMiddleware"]
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+_INTEGER: Final = re.compile(rb"[0-9]{1,12}")
+_CORRELATION: Final = re.compile(rb"[!-~]{1,128}")
+"""A correlation id taken from a caller: visible ASCII, at most 128 characters."""
+_MAX_ATTEMPT: Final = 1000
+
+
+class ResilienceContextMiddleware:
+    """Carries the caller's deadline, retry and correlation id into the handler.
+
+    Args:
+        app: The ASGI application to wrap.
+        safety_margin: Seconds taken off the caller's deadline, for the answer
+            to travel back. Default 0.05.
+        max_deadline: The longest deadline a caller may give, in seconds; a
+            larger one is clamped to it. Default 300.
+        deadline_header: The header of the caller's time left, in integer
+            milliseconds; None reads none. Default ``X-Request-Timeout-Ms``.
+        attempt_header: The header of the caller's attempt number; None reads
+            none. Default ``X-Retry-Attempt``.
+        correlation_header: The header of the caller's correlation id; None
+            reads none. Default ``X-Correlation-ID``.
+
+    Attributes:
+        ignored: How many values of each header were ignored as malformed.
+
+    Raises:
+        ValueError: A margin or limit that is negative, NaN or infinite.
+
+    Example:
+        >>> async def app(scope, receive, send): ...
+        >>> wrapped = ResilienceContextMiddleware(app, safety_margin=0.1)
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        safety_margin: float = 0.05,
+        max_deadline: float = 300.0,
+        deadline_header: str | None = DEADLINE_HEADER,
+        attempt_header: str | None = RETRY_ATTEMPT_HEADER,
+        correlation_header: str | None = DEFAULT_CORRELATION_HEADER,
+    ) -> None:
+        for name, value in (
+            ("safety_margin", safety_margin),
+            ("max_deadline", max_deadline),
+        ):
+            if not math.isfinite(value) or value < 0:
+                raise ValueError(f"{name} must be a finite number of seconds >= 0")
+        self.app = app
+        self.safety_margin = safety_margin
+        self.max_deadline = max_deadline
+        self._deadline = _lowered(deadline_header)
+        self._attempt = _lowered(attempt_header)
+        self._correlation = _lowered(correlation_header)
+        self.ignored: Counter[str] = Counter()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Run the app with the caller's context set; pass anything else through."""
+        if scope.get("type") != "http":
+            await self.app(scope, receive, send)
+            return
+        deadline = attempt = correlation = None
+        for name, value in scope.get("headers", ()):
+            lowered = bytes(name).lower()
+            if lowered == self._deadline:
+                deadline = self._read_deadline(bytes(value))
+            elif lowered == self._attempt:
+                attempt = self._read_attempt(bytes(value))
+            elif lowered == self._correlation:
+                correlation = self._read_correlation(bytes(value))
+        with ExitStack() as stack:
+            if deadline is not None:
+                stack.enter_context(deadline_scope(deadline))
+            if attempt is not None:
+                stack.enter_context(caller_attempt_scope(attempt))
+            if correlation is not None:
+                stack.enter_context(correlation_id(correlation))
+            await self.app(scope, receive, send)
+
+    def _read_deadline(self, value: bytes) -> float | None:
+        text = value.strip()
+        if not _INTEGER.fullmatch(text):
+            self.ignored["deadline"] += 1
+            return None
+        seconds = int(text) / 1000 - self.safety_margin
+        return min(max(seconds, 0.0), self.max_deadline)
+
+    def _read_attempt(self, value: bytes) -> int | None:
+        text = value.strip()
+        if not _INTEGER.fullmatch(text) or not 1 <= int(text) <= _MAX_ATTEMPT:
+            self.ignored["attempt"] += 1
+            return None
+        return int(text)
+
+    def _read_correlation(self, value: bytes) -> str | None:
+        text = value.strip()
+        if not _CORRELATION.fullmatch(text):
+            self.ignored["correlation"] += 1
+            return None
+        return text.decode("ascii")
+
+
+def _lowered(header: str | None) -> bytes | None:
+    return None if header is None else header.lower().encode("latin-1")
