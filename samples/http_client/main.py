@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Generator, MutableMapping
 from contextlib import contextmanager
 from typing import Any
 
+import httpx
 import uvicorn
 from injector import Injector
 
@@ -24,16 +25,23 @@ from http_resilience import (
     BreakerEvent,
     BrokenCircuitError,
     HttpEvent,
+    HttpResilienceOptions,
     RateLimitedError,
     RejectionEvent,
+    ResilienceContextMiddleware,
     RetryEvent,
     SystemClock,
+    TotalTimeoutError,
+    create_async_client,
+    deadline_scope,
 )
 from http_resilience.injector import (
     HttpClientFactory,
     HttpClientsModule,
     correlation_id,
 )
+from mediator import Command, CommandHandler, Mediator, MediatorModule
+from mediator_resilience import ResilienceMediatorModule, retryable
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -44,6 +52,7 @@ BREAK = 0.3  # seconds: short, so that the demo sees the breaker recover
 CLOCK = SystemClock()  # a test would pass http_resilience.testing.FakeClock
 
 OUTAGE_CALLS = 20
+WAREHOUSE_SECONDS = 3.0
 PARTNER_QUOTA = 10
 
 # Options as an application reads them from its configuration file: retries
@@ -78,13 +87,18 @@ class InventoryServer:
       ``Idempotency-Key`` (and of the requests without one), then 201;
     - ``GET /catalog/...``: always 503, and not printed (there are many);
     - ``GET /partner/...``: 200 while its quota of `PARTNER_QUOTA` a minute
-      lasts, each answer saying what is left in ``RateLimit`` fields.
+      lasts, each answer saying what is left in ``RateLimit`` fields;
+    - ``GET /chain``: service B, behind `ResilienceContextMiddleware`: it
+      calls service C (``/warehouse``, which takes `WAREHOUSE_SECONDS`) and
+      answers C's status, or 504 when its caller's deadline runs out first.
     """
 
     def __init__(self) -> None:
         self.down = False
         self.hits: Counter[tuple[str, str, str]] = Counter()
         self.started = threading.Event()
+        self.url = ""
+        self.service_b = ResilienceContextMiddleware(self._service_b)
 
     def answer(self, method: str, path: str, headers: dict[str, str]) -> int:
         key = (method, path, headers.get("idempotency-key", ""))
@@ -126,6 +140,12 @@ class InventoryServer:
                 await send({"type": "lifespan.startup.complete"})
             await send({"type": "lifespan.shutdown.complete"})
             return
+        if scope["path"] == "/chain":
+            await self.service_b(scope, receive, send)
+            return
+        if scope["path"] == "/warehouse":
+            await self._service_c(receive, send)
+            return
         while (await receive()).get("more_body", False):
             pass  # the body does not matter here
         headers = {k.decode(): v.decode() for k, v in scope["headers"]}
@@ -140,6 +160,32 @@ class InventoryServer:
         head += self.quota_headers(scope["path"])
         await send({"type": "http.response.start", "status": status, "headers": head})
         await send({"type": "http.response.body", "body": body})
+
+    async def _service_b(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Service B: calls C, within whatever deadline its caller gave."""
+        options = HttpResilienceOptions(max_retry_attempts=0)
+        async with create_async_client(
+            "warehouse", options, base_url=self.url, clock=CLOCK
+        ) as warehouse:
+            try:
+                status = (await warehouse.get("/warehouse")).status_code
+            except TotalTimeoutError:
+                print("   service B: its call to C ran out of its caller's deadline")
+                status = 504
+        print(f"   service B answers {status}")
+        await send({"type": "http.response.start", "status": status, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    async def _service_c(self, receive: Receive, send: Send) -> None:
+        """Service C: slow; it stops as soon as its caller goes away."""
+        try:
+            while True:  # until the caller disconnects, or C is done
+                message = await asyncio.wait_for(receive(), WAREHOUSE_SECONDS)
+                if message["type"] == "http.disconnect":
+                    return
+        except TimeoutError:
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b""})
 
 
 @contextmanager
@@ -274,9 +320,54 @@ async def quota(factory: HttpClientFactory, app: InventoryServer) -> None:
     print(f"   the server saw {app.partner_hits()} requests and never answered 429")
 
 
+@retryable
+class PriceBasket(Command[int]):
+    """A command the application made safe to repeat: the mediator may retry it."""
+
+
+class PriceBasketHandler(CommandHandler[PriceBasket, int]):
+    client: Any = None  # the "pricing" client, set by the demo
+
+    async def handle(self, request: PriceBasket) -> int:
+        response = await PriceBasketHandler.client.get("/catalog/prices")
+        response.raise_for_status()
+        return int(response.status_code)
+
+
+async def ceiling(factory: HttpClientFactory, app: InventoryServer) -> None:
+    print("6. A @retryable command calls the catalog, which is down")
+    PriceBasketHandler.client = factory.async_client("pricing")
+    mediator = Injector(
+        [
+            MediatorModule(lambda m: m.add_handler(PriceBasketHandler).use_defaults()),
+            ResilienceMediatorModule(clock=CLOCK),
+        ]
+    ).get(Mediator)
+    before = app.catalog_hits()
+    try:
+        await mediator.send(PriceBasket())
+    except httpx.HTTPStatusError as failed:
+        print(f"   -> {failed.response.status_code}, final: the HTTP client retried it")
+    print(
+        f"   the catalog saw {app.catalog_hits() - before} requests "
+        "(4 x 4 = 16 if both layers retried)"
+    )
+
+
+async def across_services(factory: HttpClientFactory) -> None:
+    print("7. A calls B with 1 s left; B calls C, which takes 3 s")
+    started = CLOCK.monotonic()
+    with deadline_scope(1.0):
+        response = await factory.async_client("stock").get("/chain")
+    took = CLOCK.monotonic() - started
+    within = "within its deadline" if took < 1.0 + 0.3 else f"late, after {took:.1f} s"
+    print(f"   A got {response.status_code} from B, {within}")
+
+
 async def main() -> None:
     app = InventoryServer()
     with serving(app) as url:
+        app.url = url
         print("The flaky inventory server is up on 127.0.0.1.")
         module = HttpClientsModule(
             lambda clients: (
@@ -284,6 +375,7 @@ async def main() -> None:
                 .add("stock", base_url=url)
                 .add("catalog", base_url=url)
                 .add("partner", base_url=url)
+                .add("pricing", base_url=url)
             ),
             config=CONFIG,
             clock=CLOCK,
@@ -296,6 +388,8 @@ async def main() -> None:
             await posts(factory)
             await budget(factory, app)
             await quota(factory, app)
+            await ceiling(factory, app)
+            await across_services(factory)
     print("The server is stopped.")
 
 

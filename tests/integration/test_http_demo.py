@@ -75,6 +75,16 @@ The flaky inventory server is up on 127.0.0.1.
    call 9: 200, 1 left
    call 10: RateLimitedError (quota), not sent; the quota resets in 60 s
    the server saw 9 requests and never answered 429
+6. A @retryable command calls the catalog, which is down
+   client 'pricing': attempt 1 failed (503), retrying
+   client 'pricing': attempt 2 failed (503), retrying
+   client 'pricing': attempt 3 failed (503), retrying
+   -> 503, final: the HTTP client retried it
+   the catalog saw 4 requests (4 x 4 = 16 if both layers retried)
+7. A calls B with 1 s left; B calls C, which takes 3 s
+   service B: its call to C ran out of its caller's deadline
+   service B answers 504
+   A got 504 from B, within its deadline
 The server is stopped.
 """
 
