@@ -37,6 +37,7 @@ def test_the_public_names_are_pinned_and_sorted() -> None:
         "ResilienceLayerError",
         "ResiliencePipeline",
         "ResilientTransport",
+        "ResponseTooLargeError",
         "RetryBudgetOptions",
         "RetryEvent",
         "RetryOptions",

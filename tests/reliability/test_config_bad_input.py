@@ -96,6 +96,8 @@ FIELDS: dict[type[pydantic.BaseModel], dict[str, str]] = {
         "max_delay": DURATION,
         "detect_nested_retries": FLAG,
         "nested_retries": NESTED,
+        "buffer_responses": FLAG,
+        "max_buffered_bytes": POSITIVE_COUNT,
     },
     RetryBudgetOptions: {
         "retry_budget_ratio": SHARE,

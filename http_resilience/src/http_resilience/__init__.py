@@ -21,6 +21,7 @@ from http_resilience._core.errors import (
     RateLimitedError,
     ResilienceError,
     ResilienceLayerError,
+    ResponseTooLargeError,
     TotalTimeoutError,
 )
 from http_resilience._core.events import (
@@ -91,6 +92,7 @@ __all__ = [
     "ResilienceLayerError",
     "ResiliencePipeline",
     "ResilientTransport",
+    "ResponseTooLargeError",
     "RetryBudgetOptions",
     "RetryEvent",
     "RetryOptions",

@@ -57,6 +57,8 @@ def test_the_defaults_are_the_standard_pipeline() -> None:
         "max_delay": timedelta(seconds=30),
         "detect_nested_retries": True,
         "nested_retries": "suppress",
+        "buffer_responses": False,
+        "max_buffered_bytes": 16 * 1024 * 1024,
     }
     assert HttpResilienceOptions.SECTION == "resilience.http"
 

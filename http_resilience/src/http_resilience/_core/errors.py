@@ -10,6 +10,7 @@ __all__ = [
     "RateLimitedError",
     "ResilienceError",
     "ResilienceLayerError",
+    "ResponseTooLargeError",
     "TotalTimeoutError",
 ]
 
@@ -32,6 +33,18 @@ class BrokenCircuitError(ResilienceError):
     def __init__(self, message: str, *, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class ResponseTooLargeError(ResilienceError):
+    """A buffered response body passed `max_buffered_bytes`: not retried.
+
+    Attributes:
+        limit: The bound, in bytes, that the body went past.
+    """
+
+    def __init__(self, message: str, *, limit: int) -> None:
+        super().__init__(message)
+        self.limit = limit
 
 
 class AttemptTimeoutError(ResilienceError):

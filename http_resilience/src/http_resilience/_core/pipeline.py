@@ -20,11 +20,12 @@ import asyncio
 import contextlib
 import math
 import threading
-from collections.abc import Callable
-from typing import Any, Final, Literal, Protocol
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any, Final, Literal, Protocol, cast
 
 import httpx
 
+from http_resilience._core.errors import ResponseTooLargeError
 from http_resilience._core.pool import pool_sweeper
 from http_resilience._core.raw_headers import KEEPS_TRIPLES, LOWER_KEY, triples
 
@@ -193,18 +194,20 @@ class AsyncSend:
         stamp: Run on each attempt before it is sent; None: nothing.
     """
 
-    __slots__ = ("_inner", "_stamp", "_sweep", "_tell")
+    __slots__ = ("_buffer", "_inner", "_stamp", "_sweep", "_tell")
 
     def __init__(
         self,
         inner: httpx.AsyncBaseTransport,
         stamp: Stamp | None = None,
         tell_deadline: DeadlineTeller | None = None,
+        buffer: int | None = None,
     ) -> None:
         self._inner = inner
         self._stamp = stamp
         self._sweep = pool_sweeper(inner)
         self._tell = tell_deadline
+        self._buffer = buffer
 
     async def handle(self, request: httpx.Request, call: Call) -> httpx.Response:
         """Send one attempt through the async transport."""
@@ -227,6 +230,17 @@ class AsyncSend:
         if not _STATUS_RANGE[0] <= response.status_code <= _STATUS_RANGE[1]:
             await close_quietly(response)
             raise _bad_status(request, response.status_code)
+        if self._buffer is not None:
+            # The body, read inside the attempt: under its deadline, and a
+            # broken one is a failed attempt the retry sees.
+            response.stream = _Bounded(response.stream, self._buffer, request)
+            try:
+                await response.aread()
+            except BaseException:
+                await close_quietly(response)
+                if self._sweep is not None:
+                    await self._sweep.sweep_async()
+                raise
         return response
 
 
@@ -238,18 +252,20 @@ class SyncSend:
         stamp: As for `AsyncSend`.
     """
 
-    __slots__ = ("_inner", "_stamp", "_sweep", "_tell")
+    __slots__ = ("_buffer", "_inner", "_stamp", "_sweep", "_tell")
 
     def __init__(
         self,
         inner: httpx.BaseTransport,
         stamp: Stamp | None = None,
         tell_deadline: DeadlineTeller | None = None,
+        buffer: int | None = None,
     ) -> None:
         self._inner = inner
         self._stamp = stamp
         self._sweep = pool_sweeper(inner)
         self._tell = tell_deadline
+        self._buffer = buffer
 
     def handle_sync(self, request: httpx.Request, call: Call) -> httpx.Response:
         """Send one attempt through the sync transport."""
@@ -269,7 +285,54 @@ class SyncSend:
         if not _STATUS_RANGE[0] <= response.status_code <= _STATUS_RANGE[1]:
             close_quietly_sync(response)
             raise _bad_status(request, response.status_code)
+        if self._buffer is not None:
+            response.stream = _Bounded(response.stream, self._buffer, request)
+            try:
+                response.read()
+            except BaseException:
+                close_quietly_sync(response)
+                if self._sweep is not None:
+                    self._sweep.sweep_sync()
+                raise
         return response
+
+
+class _Bounded(httpx.AsyncByteStream, httpx.SyncByteStream):
+    """A response body that raises `ResponseTooLargeError` past `limit` bytes."""
+
+    def __init__(self, inner: object, limit: int, request: httpx.Request) -> None:
+        self._inner = inner
+        self._limit = limit
+        self._request = request
+
+    def _too_large(self) -> ResponseTooLargeError:
+        return ResponseTooLargeError(
+            f"{self._request.method} {self._request.url.host}: the response body "
+            f"is larger than max_buffered_bytes ({self._limit})",
+            limit=self._limit,
+        )
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        size = 0
+        async for chunk in cast("httpx.AsyncByteStream", self._inner):
+            size += len(chunk)
+            if size > self._limit:
+                raise self._too_large()
+            yield chunk
+
+    def __iter__(self) -> Iterator[bytes]:
+        size = 0
+        for chunk in cast("httpx.SyncByteStream", self._inner):
+            size += len(chunk)
+            if size > self._limit:
+                raise self._too_large()
+            yield chunk
+
+    async def aclose(self) -> None:
+        await cast("httpx.AsyncByteStream", self._inner).aclose()
+
+    def close(self) -> None:
+        cast("httpx.SyncByteStream", self._inner).close()
 
 
 _STATUS_RANGE: Final = (100, 599)

@@ -78,6 +78,7 @@ __all__ = [
     "standard_steps",
 ]
 ENVIRONMENT_PREFIX: Final = "RESILIENCE__HTTP__"
+DEFAULT_MAX_BUFFERED_BYTES: Final = 16 * 1024 * 1024
 
 _CLIENTS = "clients"
 
@@ -161,6 +162,13 @@ class HttpResilienceOptions(BaseModel):
         nested_retries: ``"suppress"`` (no retry here while the caller
             retries) or ``"report"`` (retry, and report it). Default
             ``"suppress"``.
+        buffer_responses: Read each answer's body inside its attempt, under
+            the attempt's deadline: a body that breaks or stalls half-way is
+            one more failed attempt, retried. Default False (the body is
+            read after the call returns, as httpx does).
+        max_buffered_bytes: With `buffer_responses`, the largest body read;
+            a larger one fails the call with `ResponseTooLargeError`, not
+            retried. Default 16 MiB.
 
     Durations accept a `timedelta`, a number of seconds, ``"200ms"``, ``"2s"``,
     ``"5m"``, ``"1h"`` or ISO 8601 (``"PT0.2S"``), up to 24 days each.
@@ -223,6 +231,8 @@ class HttpResilienceOptions(BaseModel):
     max_delay: Duration = Field(default=DEFAULT_MAX_DELAY, ge=timedelta(0))
     detect_nested_retries: bool = True
     nested_retries: NestedRetries = "suppress"
+    buffer_responses: bool = False
+    max_buffered_bytes: Count = Field(default=DEFAULT_MAX_BUFFERED_BYTES, ge=1)
 
     if TYPE_CHECKING:
         # What type checkers see: durations given in every form pydantic reads,
@@ -259,6 +269,8 @@ class HttpResilienceOptions(BaseModel):
             max_delay: DurationInput = DEFAULT_MAX_DELAY,
             detect_nested_retries: bool = True,
             nested_retries: NestedRetries = "suppress",
+            buffer_responses: bool = False,
+            max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES,
         ) -> None: ...
 
     @model_validator(mode="after")

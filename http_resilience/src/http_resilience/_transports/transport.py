@@ -205,6 +205,13 @@ class _Resilient:
         self.options = resolve_options(options, config, name)
         return standard_steps(self.options)
 
+    def _buffer(self) -> int | None:
+        """The bound on a body read inside its attempt; None: bodies are not."""
+        options = self.options
+        if options is None or not options.buffer_responses:
+            return None
+        return options.max_buffered_bytes
+
     def _context(
         self, clock: Clock | None, random: Callable[[], float] | None
     ) -> BuildContext:
@@ -337,7 +344,12 @@ class AsyncResilientTransport(_Resilient, httpx.AsyncBaseTransport):
         steps = self._steps(options, config, name, listeners, pipeline)
         self._built: BuiltPipeline[AsyncHandler] = build_async(
             steps,
-            AsyncSend(inner, _stamp, _teller(deadline_header, clock, name)),
+            AsyncSend(
+                inner,
+                _stamp,
+                _teller(deadline_header, clock, name),
+                self._buffer(),
+            ),
             self._context(clock, random),
         )
         self._chain = self._built.handler
@@ -432,7 +444,12 @@ class ResilientTransport(_Resilient, httpx.BaseTransport):
         steps = self._steps(options, config, name, listeners, pipeline)
         self._built: BuiltPipeline[SyncHandler] = build_sync(
             steps,
-            SyncSend(inner, _stamp, _teller(deadline_header, clock, name)),
+            SyncSend(
+                inner,
+                _stamp,
+                _teller(deadline_header, clock, name),
+                self._buffer(),
+            ),
             self._context(clock, random),
         )
         self._chain = self._built.handler
