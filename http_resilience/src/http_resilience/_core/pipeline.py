@@ -357,8 +357,8 @@ def deadline_teller(header: str, now: Callable[[], float]) -> DeadlineTeller:
     lowered = raw.lower()
 
     def tell(attempt: httpx.Request, deadline: float) -> None:
-        left = int((deadline - now()) * 1000)
-        value = str(left if left > 0 else 0).encode("ascii")
+        left = (deadline - now()) * 1000
+        value = b"%d" % left if left > 0 else b"0"
         if not KEEPS_TRIPLES:
             attempt.headers[header] = value.decode("ascii")
             return
