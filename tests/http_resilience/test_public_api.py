@@ -13,6 +13,7 @@ def test_the_public_names_are_pinned_and_sorted() -> None:
     assert set(package.__all__) == {
         "AsyncResilientTransport",
         "AttemptEvent",
+        "AttemptStalledError",
         "AttemptTimeoutError",
         "BreakerEvent",
         "BreakerOptions",

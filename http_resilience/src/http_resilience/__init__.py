@@ -16,6 +16,7 @@ response body with `Range` requests.
 from http_resilience._core.clock import Clock, SystemClock
 from http_resilience._core.deadline import deadline_scope, remaining_time
 from http_resilience._core.errors import (
+    AttemptStalledError,
     AttemptTimeoutError,
     BrokenCircuitError,
     RateLimitedError,
@@ -68,6 +69,7 @@ from http_resilience._transports.transport import (
 __all__ = [
     "AsyncResilientTransport",
     "AttemptEvent",
+    "AttemptStalledError",
     "AttemptTimeoutError",
     "BreakerEvent",
     "BreakerOptions",

@@ -1,4 +1,4 @@
-"""`buffer_responses`: the body is read inside its attempt, bounded, and retried.
+"""Response bodies: buffered inside the attempt, or watched for a stall after it.
 
 Off by default: the body is read after the call returns, as httpx does. On,
 a body that breaks half-way is one more failed attempt, and the retry sends
@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Iterator
 import httpx
 import pytest
 
-from http_resilience import ResponseTooLargeError
+from http_resilience import AttemptStalledError, ResponseTooLargeError
 from http_resilience.testing import FakeClock
 from tests.http_resilience.scripted import URL, async_transport, sync_transport
 
@@ -108,3 +108,42 @@ def test_a_buffered_answer_streams_back_whole() -> None:
     transport = sync_transport(server, FakeClock(), buffer_responses=True)
     with httpx.Client(transport=transport) as client, client.stream("GET", URL) as r:
         assert b"".join(r.iter_bytes()) == b'{"items": [1, 2]}'
+
+
+class Stalling(httpx.SyncByteStream, httpx.AsyncByteStream):
+    """Half a body, then the read timeout a stalled connection ends in."""
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield b"half"
+        raise httpx.ReadTimeout("timed out")
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for chunk in self:
+            yield chunk
+
+
+def stalling(request: httpx.Request) -> httpx.Response:
+    return httpx.Response(200, stream=Stalling())
+
+
+def test_unbuffered_a_stalled_body_is_an_attempt_stalled_error() -> None:
+    transport = sync_transport(stalling, FakeClock())
+    with (
+        httpx.Client(transport=transport) as client,
+        pytest.raises(AttemptStalledError, match="stopped arriving for 10 s") as raised,
+    ):
+        client.get(URL)
+    assert isinstance(raised.value.__cause__, httpx.ReadTimeout)
+
+
+async def test_the_async_client_names_the_stall_too() -> None:
+    transport = async_transport(stalling, FakeClock())
+    async with httpx.AsyncClient(transport=transport) as client:
+        with pytest.raises(AttemptStalledError):
+            await client.get(URL)
+
+
+def test_without_owning_time_the_read_timeout_is_left_as_httpx_raised_it() -> None:
+    transport = sync_transport(stalling, FakeClock(), own_transport_timeout=False)
+    with httpx.Client(transport=transport) as client, pytest.raises(httpx.ReadTimeout):
+        client.get(URL)

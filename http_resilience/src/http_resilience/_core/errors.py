@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 __all__ = [
+    "AttemptStalledError",
     "AttemptTimeoutError",
     "BrokenCircuitError",
     "RateLimitedError",
@@ -33,6 +34,16 @@ class BrokenCircuitError(ResilienceError):
     def __init__(self, message: str, *, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class AttemptStalledError(ResilienceError):
+    """A response body stopped arriving for longer than its attempt had.
+
+    Raised while the body is read after the call returned (without
+    `buffer_responses`), in place of the read timeout that found it: a
+    download that keeps making progress is never cut, one that stalls is not
+    left hanging. It is not retried: the call had already answered.
+    """
 
 
 class ResponseTooLargeError(ResilienceError):

@@ -25,7 +25,7 @@ from typing import Any, Final, Literal, Protocol, cast
 
 import httpx
 
-from http_resilience._core.errors import ResponseTooLargeError
+from http_resilience._core.errors import AttemptStalledError, ResponseTooLargeError
 from http_resilience._core.pool import pool_sweeper
 from http_resilience._core.raw_headers import KEEPS_TRIPLES, LOWER_KEY, triples
 
@@ -230,7 +230,10 @@ class AsyncSend:
         if not _STATUS_RANGE[0] <= response.status_code <= _STATUS_RANGE[1]:
             await close_quietly(response)
             raise _bad_status(request, response.status_code)
-        if self._buffer is not None:
+        if self._buffer is None:
+            if call.phase_timeout is not None:
+                response.stream = _Watched(response.stream, call.phase_timeout, request)
+        else:
             # The body, read inside the attempt: under its deadline, and a
             # broken one is a failed attempt the retry sees.
             response.stream = _Bounded(response.stream, self._buffer, request)
@@ -285,7 +288,10 @@ class SyncSend:
         if not _STATUS_RANGE[0] <= response.status_code <= _STATUS_RANGE[1]:
             close_quietly_sync(response)
             raise _bad_status(request, response.status_code)
-        if self._buffer is not None:
+        if self._buffer is None:
+            if call.phase_timeout is not None:
+                response.stream = _Watched(response.stream, call.phase_timeout, request)
+        else:
             response.stream = _Bounded(response.stream, self._buffer, request)
             try:
                 response.read()
@@ -295,6 +301,47 @@ class SyncSend:
                     self._sweep.sweep_sync()
                 raise
         return response
+
+
+class _Watched(httpx.AsyncByteStream, httpx.SyncByteStream):
+    """A response body whose read timeout is reported as `AttemptStalledError`.
+
+    The pipeline owns time: each read of the body waits at most the attempt's
+    time (its httpx read timeout), so a body that stops arriving ends in a
+    read timeout, which this names for what it is.
+    """
+
+    __slots__ = ("_inner", "_request", "_seconds")
+
+    def __init__(self, inner: object, seconds: float, request: httpx.Request) -> None:
+        self._inner = inner
+        self._seconds = seconds
+        self._request = request
+
+    def _stalled(self) -> AttemptStalledError:
+        return AttemptStalledError(
+            f"{self._request.method} {self._request.url.host}: the response body "
+            f"stopped arriving for {self._seconds:g} s"
+        )
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in cast("httpx.AsyncByteStream", self._inner):
+                yield chunk
+        except httpx.ReadTimeout as exc:
+            raise self._stalled() from exc
+
+    def __iter__(self) -> Iterator[bytes]:
+        try:
+            yield from cast("httpx.SyncByteStream", self._inner)
+        except httpx.ReadTimeout as exc:
+            raise self._stalled() from exc
+
+    async def aclose(self) -> None:
+        await cast("httpx.AsyncByteStream", self._inner).aclose()
+
+    def close(self) -> None:
+        cast("httpx.SyncByteStream", self._inner).close()
 
 
 class _Bounded(httpx.AsyncByteStream, httpx.SyncByteStream):
