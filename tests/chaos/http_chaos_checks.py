@@ -24,7 +24,7 @@ from typing import Protocol
 
 import httpx
 
-from http_resilience import AttemptTimeoutError, TotalTimeoutError
+from http_resilience import AttemptStalledError, AttemptTimeoutError, TotalTimeoutError
 from tests.chaos.http_chaos_harness import (
     ATTEMPT_TIMEOUT,
     MAX_ATTEMPTS,
@@ -57,7 +57,14 @@ LATENCY = 4 * ATTEMPT_TIMEOUT
 # Slow closes from well within an attempt's time to twice it.
 SLOW_CLOSE = (0.05, 2 * ATTEMPT_TIMEOUT)
 
-EXPECTED_FAILURES = (httpx.TransportError, AttemptTimeoutError, TotalTimeoutError)
+# A slow close whose body is framed by the close, held past an attempt's time,
+# stalls the body after the call returned: `AttemptStalledError`.
+EXPECTED_FAILURES = (
+    httpx.TransportError,
+    AttemptTimeoutError,
+    TotalTimeoutError,
+    AttemptStalledError,
+)
 
 
 # --- a scenario's frame -------------------------------------------------------------
