@@ -20,6 +20,7 @@ from http_resilience import (
     ResiliencePipeline,
     ResilientTransport,
     TotalTimeoutError,
+    create_client,
     deadline_scope,
     remaining_time,
 )
@@ -186,3 +187,21 @@ def test_without_any_deadline_no_header_is_sent() -> None:
     )
     get(transport)
     assert "x-request-timeout-ms" not in server.requests[0].headers
+
+
+def test_the_clients_take_the_header_name_too() -> None:
+    server = script(200)
+    with create_client(
+        "geo",
+        transport=httpx.MockTransport(server),
+        clock=FakeClock(),
+        deadline_header="Grpc-Timeout-Ms",
+    ) as client:
+        client.get(URL)
+    assert server.requests[0].headers["grpc-timeout-ms"] == "10000"
+    quiet = script(200)
+    with create_client(
+        "geo", transport=httpx.MockTransport(quiet), deadline_header=None
+    ) as client:
+        client.get(URL)
+    assert "x-request-timeout-ms" not in quiet.requests[0].headers

@@ -8,6 +8,7 @@ from typing import Any
 import httpx
 
 from http_resilience._core.clock import Clock
+from http_resilience._core.deadline import DEADLINE_HEADER
 from http_resilience._core.events import HttpEventListener
 from http_resilience._core.pipeline import Stamp
 from http_resilience._strategies.pipeline import ResiliencePipeline
@@ -32,6 +33,7 @@ def create_async_client(
     config: Mapping[str, Any] | None = None,
     clock: Clock | None = None,
     listeners: Sequence[HttpEventListener] = (),
+    deadline_header: str | None = DEADLINE_HEADER,
     **httpx_kwargs: Any,
 ) -> httpx.AsyncClient:
     """An `httpx.AsyncClient` whose transport runs the standard pipeline, or yours.
@@ -58,6 +60,9 @@ def create_async_client(
         config: The whole configuration mapping, read when `options` is None.
         clock: Where time is read and waits happen; `FakeClock` in tests.
         listeners: Called with every event.
+        deadline_header: The header each attempt carries with the
+            milliseconds it has left; None sends none. Default
+            ``X-Request-Timeout-Ms``.
         **httpx_kwargs: Passed to `httpx.AsyncClient` (``base_url``,
             ``headers``, ``auth``, ...).
 
@@ -89,6 +94,7 @@ def create_async_client(
         clock=clock,
         listeners=listeners,
         stamp=None,
+        deadline_header=deadline_header,
         **httpx_kwargs,
     )
 
@@ -102,6 +108,7 @@ def build_async_client(
     clock: Clock | None,
     listeners: Sequence[HttpEventListener],
     stamp: Stamp | None,
+    deadline_header: str | None = DEADLINE_HEADER,
     **httpx_kwargs: Any,
 ) -> httpx.AsyncClient:
     """`create_async_client`, whose transports run `stamp` on every attempt.
@@ -126,6 +133,7 @@ def build_async_client(
             name=name,
             clock=clock,
             listeners=listeners,
+            deadline_header=deadline_header,
             _stamp=stamp,
         )
 

@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 
 from http_resilience._core.clock import Clock
+from http_resilience._core.deadline import DEADLINE_HEADER
 from http_resilience._core.events import HttpEventListener
 from http_resilience._core.pipeline import Stamp
 from http_resilience._strategies.pipeline import ResiliencePipeline
@@ -28,6 +29,7 @@ def create_client(
     config: Mapping[str, Any] | None = None,
     clock: Clock | None = None,
     listeners: Sequence[HttpEventListener] = (),
+    deadline_header: str | None = DEADLINE_HEADER,
     **httpx_kwargs: Any,
 ) -> httpx.Client:
     """An `httpx.Client` whose transport runs the standard pipeline, or yours.
@@ -54,6 +56,9 @@ def create_client(
         config: The whole configuration mapping, read when `options` is None.
         clock: Where time is read and waits happen; `FakeClock` in tests.
         listeners: Called with every event.
+        deadline_header: The header each attempt carries with the
+            milliseconds it has left; None sends none. Default
+            ``X-Request-Timeout-Ms``.
         **httpx_kwargs: Passed to `httpx.Client` (``base_url``,
             ``headers``, ``auth``, ...).
 
@@ -85,6 +90,7 @@ def create_client(
         clock=clock,
         listeners=listeners,
         stamp=None,
+        deadline_header=deadline_header,
         **httpx_kwargs,
     )
 
@@ -98,6 +104,7 @@ def build_client(
     clock: Clock | None,
     listeners: Sequence[HttpEventListener],
     stamp: Stamp | None,
+    deadline_header: str | None = DEADLINE_HEADER,
     **httpx_kwargs: Any,
 ) -> httpx.Client:
     """`create_client`, whose transports run `stamp` on every attempt.
@@ -122,6 +129,7 @@ def build_client(
             name=name,
             clock=clock,
             listeners=listeners,
+            deadline_header=deadline_header,
             _stamp=stamp,
         )
 
