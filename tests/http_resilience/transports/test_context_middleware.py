@@ -200,3 +200,19 @@ async def test_a_service_behind_the_middleware_does_not_retry_under_its_caller()
     assert dead_c.hits == 1
     assert (await call(app, {})).status_code == 503  # a first attempt: B retries
     assert dead_c.hits == 1 + 4
+
+
+@pytest.mark.parametrize(
+    ("values", "error"),
+    [
+        ({"deadline_header": 3}, TypeError),
+        ({"attempt_header": "X Retry"}, ValueError),
+        ({"correlation_header": "X-Id\r\n"}, ValueError),
+        ({"max_deadline": float("inf")}, ValueError),
+    ],
+)
+def test_a_bad_setting_is_refused_when_the_middleware_is_built(
+    values: dict[str, Any], error: type[Exception]
+) -> None:
+    with pytest.raises(error):
+        ResilienceContextMiddleware(Seen(), **values)

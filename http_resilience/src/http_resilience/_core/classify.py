@@ -16,6 +16,7 @@ from http_resilience._core.errors import (
     BrokenCircuitError,
     RateLimitedError,
 )
+from http_resilience._core.raw_headers import is_token
 
 __all__ = [
     "DEFAULT_FAILURE_STATUSES",
@@ -245,13 +246,10 @@ def read_methods(value: object) -> frozenset[str]:
         if not isinstance(name, str) or not name.strip():
             raise ValueError(f"{name!r} is not an HTTP method")
         method = name.strip().upper()
-        if not set(method) <= _TOKEN_CHARS:
+        if not is_token(method):
             raise ValueError(f"{name!r} is not an HTTP method")
         methods.add(method)
     return frozenset(methods)
-
-
-_TOKEN_CHARS: Final = frozenset("!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
 
 def is_failure(outcome: httpx.Response | BaseException) -> bool:

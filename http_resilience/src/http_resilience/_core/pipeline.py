@@ -26,8 +26,9 @@ from typing import Any, Final, Literal, Protocol, cast
 import httpx
 
 from http_resilience._core.errors import AttemptStalledError, ResponseTooLargeError
+from http_resilience._core.nested import RETRY_ATTEMPT_HEADER
 from http_resilience._core.pool import pool_sweeper
-from http_resilience._core.raw_headers import KEEPS_TRIPLES, LOWER_KEY, triples
+from http_resilience._core.raw_headers import put_header
 
 __all__ = [
     "LAYER_MARK",
@@ -400,37 +401,17 @@ def deadline_teller(header: str, now: Callable[[], float]) -> DeadlineTeller:
     An integer, 0 once the deadline has passed; a value the request already
     carries under that name is replaced (it could only be stale).
     """
-    raw = header.encode("ascii")
-    lowered = raw.lower()
 
     def tell(attempt: httpx.Request, deadline: float) -> None:
         left = (deadline - now()) * 1000
-        value = b"%d" % left if left > 0 else b"0"
-        if not KEEPS_TRIPLES:
-            attempt.headers[header] = value.decode("ascii")
-            return
-        entries = triples(attempt.headers)
-        if lowered in map(LOWER_KEY, entries):
-            entries[:] = [entry for entry in entries if entry[1] != lowered]
-        entries.append((raw, lowered, value))
+        put_header(attempt.headers, header, b"%d" % left if left > 0 else b"0")
 
     return tell
 
 
-_ATTEMPT_RAW: Final = b"X-Retry-Attempt"
-_ATTEMPT_LOWER: Final = _ATTEMPT_RAW.lower()
-
-
 def _tell_attempt(attempt: httpx.Request, number: int) -> None:
     """Write the attempt's number into it: the server sees its caller retrying."""
-    value = str(number).encode("ascii")
-    if not KEEPS_TRIPLES:
-        attempt.headers[_ATTEMPT_RAW.decode("ascii")] = value.decode("ascii")
-        return
-    entries = triples(attempt.headers)
-    if _ATTEMPT_LOWER in map(LOWER_KEY, entries):
-        entries[:] = [entry for entry in entries if entry[1] != _ATTEMPT_LOWER]
-    entries.append((_ATTEMPT_RAW, _ATTEMPT_LOWER, value))
+    put_header(attempt.headers, RETRY_ATTEMPT_HEADER, b"%d" % number)
 
 
 def marked_by(request: httpx.Request, owner: object) -> bool:

@@ -13,7 +13,7 @@ from typing import Final
 
 import httpx
 
-__all__ = ["KEEPS_TRIPLES", "LOWER_KEY", "triples"]
+__all__ = ["KEEPS_TRIPLES", "LOWER_KEY", "is_token", "put_header", "triples"]
 
 
 def _keeps_triples() -> bool:
@@ -31,3 +31,30 @@ LOWER_KEY: Final = operator.itemgetter(1)
 def triples(headers: httpx.Headers) -> list[tuple[bytes, bytes, bytes]]:
     """The headers' triples, as httpx keeps them; only when `KEEPS_TRIPLES`."""
     return headers._list  # pyright: ignore[reportPrivateUsage]
+
+
+_TOKEN: Final = frozenset(
+    "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+)
+
+
+def is_token(text: str) -> bool:
+    """Whether `text` is an HTTP token (RFC 9110): a header name, or a method."""
+    return bool(text) and set(text) <= _TOKEN
+
+
+def put_header(headers: httpx.Headers, name: str, value: bytes) -> None:
+    """Set header `name` to `value`, replacing any value it had; an HTTP token.
+
+    On the triples when httpx keeps them (no decoding of the other headers),
+    else through the mapping.
+    """
+    if not KEEPS_TRIPLES:
+        headers[name] = value.decode("latin-1")
+        return
+    raw = name.encode("ascii")
+    lowered = raw.lower()
+    entries = triples(headers)
+    if lowered in map(LOWER_KEY, entries):
+        entries[:] = [entry for entry in entries if entry[1] != lowered]
+    entries.append((raw, lowered, value))

@@ -39,7 +39,12 @@ from http_resilience._core.quota_headers import (
     legacy_quota,
     standard_quota,
 )
-from http_resilience._core.raw_headers import KEEPS_TRIPLES, LOWER_KEY, triples
+from http_resilience._core.raw_headers import (
+    KEEPS_TRIPLES,
+    LOWER_KEY,
+    is_token,
+    triples,
+)
 from http_resilience._core.retry_after import parse_retry_after
 from http_resilience._core.telemetry import Telemetry
 from http_resilience._strategies.breaker import DEFAULT_MAXIMUM_HOSTS
@@ -64,9 +69,6 @@ DEFAULT_QUOTA_LEGACY_HEADERS: Final = LEGACY_HEADERS
 
 _POLICY: Final = b"ratelimit-policy"
 _RATELIMIT: Final = b"ratelimit"
-_HEADER_NAME: Final = frozenset(
-    "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-)
 
 
 def is_spent(quota: Quota, reserve: float) -> bool:
@@ -332,7 +334,7 @@ def split_header_names(names: object) -> object:
 def check_legacy_headers(names: tuple[str, str, str]) -> tuple[str, str, str]:
     """`names`, if they are three distinct HTTP header names; else `ValueError`."""
     for name in names:
-        if not name or not set(name) <= _HEADER_NAME:
+        if not is_token(name):
             raise ValueError(f"{name!r} is not an HTTP header name")
     if len({name.lower() for name in names}) != len(names):
         raise ValueError("the three header names must differ (in any case)")

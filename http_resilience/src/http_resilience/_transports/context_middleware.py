@@ -28,6 +28,7 @@ from typing import Any, Final
 
 from http_resilience._core.deadline import DEADLINE_HEADER, deadline_scope
 from http_resilience._core.nested import RETRY_ATTEMPT_HEADER, caller_attempt_scope
+from http_resilience._core.raw_headers import is_token
 from http_resilience._transports.correlation import (
     DEFAULT_CORRELATION_HEADER,
     correlation_id,
@@ -67,7 +68,9 @@ class ResilienceContextMiddleware:
         ignored: How many values of each header were ignored as malformed.
 
     Raises:
-        ValueError: A margin or limit that is negative, NaN or infinite.
+        ValueError: A margin or limit that is negative, NaN or infinite, or a
+            header name that is not one.
+        TypeError: A header name that is not a string (or None).
 
     Example:
         >>> async def app(scope, receive, send): ...
@@ -93,9 +96,9 @@ class ResilienceContextMiddleware:
         self.app = app
         self.safety_margin = safety_margin
         self.max_deadline = max_deadline
-        self._deadline = _lowered(deadline_header)
-        self._attempt = _lowered(attempt_header)
-        self._correlation = _lowered(correlation_header)
+        self._deadline = _lowered(deadline_header, "deadline_header")
+        self._attempt = _lowered(attempt_header, "attempt_header")
+        self._correlation = _lowered(correlation_header, "correlation_header")
         self.ignored: Counter[str] = Counter()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -144,5 +147,14 @@ class ResilienceContextMiddleware:
         return text.decode("ascii")
 
 
-def _lowered(header: str | None) -> bytes | None:
-    return None if header is None else header.lower().encode("latin-1")
+def _lowered(header: object, name: str) -> bytes | None:
+    """The header to read, lower case; refused at once if it is no header name."""
+    if header is None:
+        return None
+    if not isinstance(header, str):
+        raise TypeError(
+            f"{name} must be a header name or None, got {type(header).__name__}"
+        )
+    if not is_token(header):
+        raise ValueError(f"{name} {header!r} is not an HTTP header name")
+    return header.lower().encode("ascii")

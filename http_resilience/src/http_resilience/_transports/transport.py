@@ -15,7 +15,7 @@ import asyncio
 import random as _random
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final, TypeVar
+from typing import Any, TypeVar
 
 import httpx
 
@@ -43,6 +43,7 @@ from http_resilience._core.pipeline import (
     deadline_teller,
     marked_by,
 )
+from http_resilience._core.raw_headers import is_token
 from http_resilience._core.telemetry import Telemetry
 from http_resilience._strategies.pipeline import ResiliencePipeline
 from http_resilience._strategies.standard import HttpResilienceOptions, standard_steps
@@ -107,17 +108,12 @@ def _teller(header: object, clock: Clock | None, name: str) -> DeadlineTeller | 
             f"HTTP client {name!r}: deadline_header must be a header name or "
             f"None, got {type(header).__qualname__}"
         )
-    if not header or not set(header) <= _HEADER_NAME:
+    if not is_token(header):
         raise ValueError(
             f"HTTP client {name!r}: deadline_header {header!r} is not an HTTP "
             "header name"
         )
     return deadline_teller(header, reader(clock or SYSTEM_CLOCK))
-
-
-_HEADER_NAME: Final = frozenset(
-    "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-)
 
 
 def resolve_options(
