@@ -301,7 +301,21 @@ INVALID[STATUSES] = [
     "\u0665\u0660\u0663",  # ARABIC-INDIC 503
 ]
 INVALID[METHODS] = ["GET PUT", ["GET", ""], [3], None, 3, "G\u00e9T", ["GE T"]]
-INVALID[RATE] = [0, 0.0, -1, math.nan, math.inf, "fast", "", None, True, [5]]
+# Below one permit every 24 days a queued wait would pass what any runtime takes.
+INVALID[RATE] = [
+    0,
+    0.0,
+    -1,
+    5e-324,
+    1e-7,
+    math.nan,
+    math.inf,
+    "fast",
+    "",
+    None,
+    True,
+    [5],
+]
 INVALID[OPTIONAL_DURATION] = [value for value in _NO_DURATION if value is not None]
 INVALID[NESTED] = ["retry", "Suppress", "", None, True, 1]
 INVALID[BACKOFF] = ["fibonacci", "Exponential", "", None, 2, True]
@@ -334,7 +348,7 @@ VALID: dict[str, list[object]] = {
     BACKOFF: ["exponential", "linear", "constant"],
     NESTED: ["suppress", "report"],
     OPTIONAL_DURATION: [None, 0, "10s", "PT1M"],
-    RATE: [5e-324, 0.5, 1, "20", 1e9],
+    RATE: [1 / (24 * 86400), 0.5, 1, "20", 1e9],
     HEADER_NAMES: [
         ("X-Rate-Limit-Limit", "X-Rate-Limit-Remaining", "X-Rate-Limit-Reset"),
         ["RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"],

@@ -23,6 +23,7 @@ from pydantic import BaseModel, Field
 
 from http_resilience._core.builder import BuildContext, Placement
 from http_resilience._core.clock import Clock, reader
+from http_resilience._core.durations import MAX_DURATION
 from http_resilience._core.errors import RateLimitedError
 from http_resilience._core.fields import FROZEN, Count, Ratio
 from http_resilience._core.pipeline import AsyncHandler, Call, SyncHandler
@@ -38,6 +39,10 @@ __all__ = [
 ]
 
 REFUSED: Final = -1.0
+
+_SLOWEST: Final = 1 / MAX_DURATION.total_seconds()
+"""One permit every 24 days: a slower rate would make a queued request wait
+longer than any runtime can."""
 """What `TokenBucket.take` answers when the request may neither go nor wait."""
 
 
@@ -235,7 +240,8 @@ class RateLimiterOptions(BaseModel):
     """A time-based rate limiter for a custom pipeline (a token bucket).
 
     Attributes:
-        permits_per_second: Requests a second, on average; more than 0.
+        permits_per_second: Requests a second, on average; at least one
+            every 24 days (the longest wait every runtime takes).
         burst: Requests that may go at once after a quiet spell, at least 1.
             Default 1: evenly spaced.
         per_host: One bucket per scheme, host and port (at most
@@ -256,7 +262,7 @@ class RateLimiterOptions(BaseModel):
 
     model_config = FROZEN
 
-    permits_per_second: Ratio = Field(gt=0.0, allow_inf_nan=False)
+    permits_per_second: Ratio = Field(ge=_SLOWEST, allow_inf_nan=False)
     burst: Count = Field(default=1, ge=1)
     per_host: bool = True
     queue_limit: Count = Field(default=0, ge=0)
