@@ -41,6 +41,7 @@ from http_resilience._core.clock import Clock, reader
 from http_resilience._core.durations import Duration, DurationInput
 from http_resilience._core.fields import FROZEN, Count, Ratio
 from http_resilience._core.pipeline import AsyncHandler, Call, SyncHandler
+from http_resilience._core.telemetry import Telemetry
 from http_resilience._strategies.breaker import DEFAULT_MAXIMUM_HOSTS
 
 __all__ = [
@@ -54,6 +55,7 @@ __all__ = [
     "RetryBudget",
     "RetryBudgetOptions",
     "SyncRetryBudget",
+    "charged",
 ]
 
 DEFAULT_RETRY_BUDGET_RATIO: Final = 0.2
@@ -302,6 +304,20 @@ class BudgetStrategy:
     def registry(self) -> BudgetRegistry | None:
         """The per-host budgets; None when one budget is shared."""
         return self._registry
+
+
+def charged(call: Call, now: float, telemetry: Telemetry) -> bool:
+    """Charge the call's retry budget, if any, for one more attempt at `now`.
+
+    True when it may go (or there is no budget); False when the budget
+    refuses, reported as a `RejectionEvent` of reason ``"retry_budget"``. The
+    retry and hedging both ask it.
+    """
+    budget = call.budget
+    if budget is None or budget.withdraw(now):
+        return True
+    telemetry.rejection(call.method, call.host, "retry_budget")
+    return False
 
 
 class AsyncRetryBudget:

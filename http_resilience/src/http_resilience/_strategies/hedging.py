@@ -34,6 +34,7 @@ from http_resilience._core.durations import Duration, DurationInput
 from http_resilience._core.fields import FROZEN, Count
 from http_resilience._core.pipeline import AsyncHandler, Call, close_quietly
 from http_resilience._core.telemetry import Telemetry
+from http_resilience._strategies.budget import charged
 
 __all__ = [
     "DEFAULT_HEDGING_DELAY",
@@ -132,13 +133,11 @@ class HedgingStrategy:
         fresh = False
         limit = self._limit
 
-        def charged() -> bool:
+        def may_copy() -> bool:
             # A hedged copy is a retry to the retry budget, if there is one.
             nonlocal limit
-            budget = call.budget
-            if budget is None or budget.withdraw(clock.monotonic()):
+            if charged(call, clock.monotonic(), self._telemetry):
                 return True
-            self._telemetry.rejection(call.method, call.host, "retry_budget")
             limit = sent  # no more copies for this call
             return False
 
@@ -193,7 +192,7 @@ class HedgingStrategy:
                     if isinstance(last, httpx.Response):
                         await close_quietly(last)
                     last = outcome
-                    if sent < limit and charged():
+                    if sent < limit and may_copy():
                         # A failure is an answer: the next copy goes at once.
                         if timer is not None:
                             timer.cancel()
@@ -207,7 +206,7 @@ class HedgingStrategy:
                         raise outcome
                 if timer is not None and timer.done():
                     timer = None
-                    if sent < limit and charged():
+                    if sent < limit and may_copy():
                         send(_DELAY)
                 if fresh:
                     continue

@@ -46,6 +46,7 @@ from http_resilience._core.pipeline import (
 )
 from http_resilience._core.retry_after import parse_retry_after
 from http_resilience._core.telemetry import Telemetry
+from http_resilience._strategies.budget import charged
 
 __all__ = [
     "DEFAULT_BACKOFF",
@@ -367,11 +368,7 @@ class RetryStrategy:
 
     def _charged(self, call: Call) -> bool:
         """Charge the call's budget for one more attempt; False: it refused."""
-        budget = call.budget
-        if budget is None or budget.withdraw(self._now()):
-            return True
-        self._telemetry.rejection(call.method, call.host, "retry_budget")
-        return False
+        return charged(call, self._now(), self._telemetry)
 
     def _attempted(self, call: Call, outcome: str, started: float) -> None:
         self._telemetry.attempt(
