@@ -28,7 +28,7 @@ import httpx
 from http_resilience._core.errors import AttemptStalledError, ResponseTooLargeError
 from http_resilience._core.nested import RETRY_ATTEMPT_HEADER
 from http_resilience._core.pool import pool_sweeper
-from http_resilience._core.raw_headers import put_header
+from http_resilience._core.raw_headers import header_writer
 
 __all__ = [
     "LAYER_MARK",
@@ -401,17 +401,21 @@ def deadline_teller(header: str, now: Callable[[], float]) -> DeadlineTeller:
     An integer, 0 once the deadline has passed; a value the request already
     carries under that name is replaced (it could only be stale).
     """
+    put = header_writer(header)
 
     def tell(attempt: httpx.Request, deadline: float) -> None:
         left = (deadline - now()) * 1000
-        put_header(attempt.headers, header, b"%d" % left if left > 0 else b"0")
+        put(attempt.headers, b"%d" % left if left > 0 else b"0")
 
     return tell
 
 
+_put_attempt: Final = header_writer(RETRY_ATTEMPT_HEADER)
+
+
 def _tell_attempt(attempt: httpx.Request, number: int) -> None:
     """Write the attempt's number into it: the server sees its caller retrying."""
-    put_header(attempt.headers, RETRY_ATTEMPT_HEADER, b"%d" % number)
+    _put_attempt(attempt.headers, b"%d" % number)
 
 
 def marked_by(request: httpx.Request, owner: object) -> bool:

@@ -9,11 +9,12 @@ stops gets `KEEPS_TRIPLES` False, and that code takes the public way.
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
 from typing import Final
 
 import httpx
 
-__all__ = ["KEEPS_TRIPLES", "LOWER_KEY", "is_token", "put_header", "triples"]
+__all__ = ["KEEPS_TRIPLES", "LOWER_KEY", "header_writer", "is_token", "triples"]
 
 
 def _keeps_triples() -> bool:
@@ -43,18 +44,22 @@ def is_token(text: str) -> bool:
     return bool(text) and set(text) <= _TOKEN
 
 
-def put_header(headers: httpx.Headers, name: str, value: bytes) -> None:
-    """Set header `name` to `value`, replacing any value it had; an HTTP token.
+def header_writer(name: str) -> Callable[[httpx.Headers, bytes], None]:
+    """What sets header `name` (an HTTP token), replacing any value it had.
 
     On the triples when httpx keeps them (no decoding of the other headers),
-    else through the mapping.
+    else through the mapping. The name is encoded once, here.
     """
-    if not KEEPS_TRIPLES:
-        headers[name] = value.decode("latin-1")
-        return
     raw = name.encode("ascii")
     lowered = raw.lower()
-    entries = triples(headers)
-    if lowered in map(LOWER_KEY, entries):
-        entries[:] = [entry for entry in entries if entry[1] != lowered]
-    entries.append((raw, lowered, value))
+
+    def put(headers: httpx.Headers, value: bytes) -> None:
+        if not KEEPS_TRIPLES:
+            headers[name] = value.decode("latin-1")
+            return
+        entries = triples(headers)
+        if lowered in map(LOWER_KEY, entries):
+            entries[:] = [entry for entry in entries if entry[1] != lowered]
+        entries.append((raw, lowered, value))
+
+    return put
