@@ -13,6 +13,7 @@ import pytest
 
 from http_resilience import TotalTimeoutError
 from http_resilience._core.classify import FINAL_MARK
+from http_resilience._core.nested import caller_attempt_scope
 from http_resilience.testing import FakeClock
 from tests.http_resilience.scripted import URL, script, sync_transport
 
@@ -60,3 +61,14 @@ def test_what_was_not_retried_here_is_not_marked() -> None:
     assert FINAL_MARK not in posted.extensions
     not_found = get(sync_transport(script(404), FakeClock()))
     assert FINAL_MARK not in not_found.extensions
+
+
+def test_a_failure_while_the_caller_retries_is_marked() -> None:
+    # One attempt here, the caller's retry being the one: final for the
+    # layers outside this call as well.
+    with caller_attempt_scope(2):
+        response = get(sync_transport(script(503), FakeClock()))
+        with pytest.raises(httpx.ConnectError) as raised:
+            get(sync_transport(script(httpx.ConnectError("refused")), FakeClock()))
+    assert response.extensions[FINAL_MARK] is True
+    assert getattr(raised.value, FINAL_MARK) is True

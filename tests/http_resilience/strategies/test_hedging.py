@@ -372,3 +372,19 @@ async def test_a_second_layer_inside_a_hedged_attempt_is_refused() -> None:
     )
     with pytest.raises(ResilienceLayerError, match="one resilience layer"):
         await get(outer)
+
+
+async def test_a_failure_its_service_already_retried_is_not_hedged_again() -> None:
+    sent: list[httpx.Request] = []
+
+    def gave_up(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return httpx.Response(503, headers={"X-Retry-Exhausted": "1"})
+
+    transport = AsyncResilientTransport(
+        httpx.MockTransport(gave_up),
+        pipeline=ResiliencePipeline().add_hedging(),
+        clock=FakeClock(),
+    )
+    assert (await get(transport)).status_code == 503
+    assert len(sent) == 1

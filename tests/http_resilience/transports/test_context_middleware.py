@@ -10,6 +10,8 @@ calls go to a scripted transport on a `FakeClock`.
 
 from __future__ import annotations
 
+import contextvars
+import threading
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
@@ -23,9 +25,20 @@ from http_resilience import (
     current_correlation_id,
     remaining_time,
 )
-from http_resilience._core.nested import caller_attempt, caller_attempt_scope
+from http_resilience._core.nested import (
+    caller_attempt,
+    caller_attempt_scope,
+    downstream_scope,
+)
 from http_resilience.testing import FakeClock
-from tests.http_resilience.scripted import URL, Events, async_transport, script
+from tests.http_resilience.scripted import (
+    URL,
+    Events,
+    Reply,
+    async_transport,
+    script,
+    sync_transport,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -202,9 +215,142 @@ async def test_a_service_behind_the_middleware_does_not_retry_under_its_caller()
     assert dead_c.hits == 1 + 4
 
 
+# --- a dependency's retries ran out: the answer says so ---------------------------
+
+EXHAUSTED = "x-retry-exhausted"
+
+
+def service_calling(
+    dependency: httpx.AsyncBaseTransport, *, escape: bool = False
+) -> Any:
+    """A service that calls `dependency` once and answers with its status.
+
+    With `escape`, a failed dependency's answer becomes an exception that
+    escapes the handler, as ``raise_for_status()`` left unhandled does.
+    """
+
+    async def service(scope: Scope, receive: Receive, send: Send) -> None:
+        answer = await send_one(dependency)
+        if escape and answer.status_code >= 400:
+            raise RuntimeError(f"the dependency answered {answer.status_code}")
+        status = answer.status_code
+        await send({"type": "http.response.start", "status": status, "headers": []})
+        await send({"type": "http.response.body", "body": b"done"})
+
+    return service
+
+
+async def test_a_failed_answer_after_a_dependencys_retries_ran_out_says_so() -> None:
+    dead_c = script(503)
+    app = ResilienceContextMiddleware(
+        service_calling(async_transport(dead_c, FakeClock()))
+    )
+    answer = await call(app, {})
+    assert (answer.status_code, answer.headers.get(EXHAUSTED)) == (503, "1")
+    assert dead_c.hits == 4
+    # While the caller retries, the one attempt made is final as well.
+    answer = await call(app, {"X-Retry-Attempt": "2"})
+    assert (answer.status_code, answer.headers.get(EXHAUSTED)) == (503, "1")
+    assert dead_c.hits == 4 + 1
+
+
+async def test_no_mark_when_no_call_gave_up_or_the_answer_is_no_failure() -> None:
+    recovered = script(503, 200)
+    app = ResilienceContextMiddleware(
+        service_calling(async_transport(recovered, FakeClock()))
+    )
+    answer = await call(app, {})
+    assert (answer.status_code, EXHAUSTED in answer.headers) == (200, False)
+
+    # A service that falls back after a call gave up answers 200, unmarked.
+    async def falls_back(scope: Scope, receive: Receive, send: Send) -> None:
+        await send_one(async_transport(script(503), FakeClock()))
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"cached"})
+
+    answer = await call(ResilienceContextMiddleware(falls_back), {})
+    assert (answer.status_code, EXHAUSTED in answer.headers) == (200, False)
+
+
+async def test_an_escaping_error_after_retries_ran_out_is_a_marked_503() -> None:
+    app = ResilienceContextMiddleware(
+        service_calling(async_transport(script(503), FakeClock()), escape=True)
+    )
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app, raise_app_exceptions=False),
+        base_url="http://service.local",
+    ) as client:
+        answer = await client.get("/work")
+    assert (answer.status_code, answer.headers.get(EXHAUSTED)) == (503, "1")
+    assert answer.headers["content-type"] == "application/problem+json"
+    assert answer.json()["status"] == 503
+    # The error is raised on, for the server to log.
+    with pytest.raises(RuntimeError, match="answered 503"):
+        await call(app, {})
+
+
+async def test_an_escaping_error_with_no_call_given_up_is_left_alone() -> None:
+    app = ResilienceContextMiddleware(
+        service_calling(async_transport(script(404), FakeClock()), escape=True)
+    )
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app, raise_app_exceptions=False),
+        base_url="http://service.local",
+    ) as client:
+        answer = await client.get("/work")
+    assert (answer.status_code, EXHAUSTED in answer.headers) == (500, False)
+
+
+async def test_the_mark_may_be_renamed_or_not_written() -> None:
+    service = service_calling(async_transport(script(503), FakeClock()))
+    renamed = ResilienceContextMiddleware(service, exhausted_header="X-Gave-Up")
+    answer = await call(renamed, {})
+    assert (answer.headers.get("x-gave-up"), EXHAUSTED in answer.headers) == (
+        "1",
+        False,
+    )
+    silent = ResilienceContextMiddleware(service, exhausted_header=None)
+    assert EXHAUSTED not in (await call(silent, {})).headers
+
+
+async def test_a_marked_failure_is_not_retried_by_the_caller() -> None:
+    events, b = Events(), script(Reply(503, {"X-Retry-Exhausted": "1"}))
+    answer = await send_one(async_transport(b, FakeClock(), events=events))
+    assert (answer.status_code, b.hits) == (503, 1)
+    assert answer.extensions["resilience_final"] is True
+    # Without nested retry detection the mark is not read: retried as before.
+    ignored = script(Reply(503, {"X-Retry-Exhausted": "1"}))
+    await send_one(async_transport(ignored, FakeClock(), detect_nested_retries=False))
+    assert ignored.hits == 4
+
+
+def test_a_marked_failure_is_not_retried_by_a_blocking_caller() -> None:
+    b = script(Reply(502, {"X-Retry-Exhausted": "1"}), 200)
+    answer = sync_transport(b, FakeClock()).handle_request(httpx.Request("GET", URL))
+    assert (answer.status_code, b.hits) == (502, 1)
+    assert answer.extensions["resilience_final"] is True
+
+
+def test_a_call_in_a_worker_thread_notes_its_request() -> None:
+    # A sync handler run in a thread with the request's context copied (as
+    # Starlette runs one) notes what it gave up on in the same record.
+    with downstream_scope() as record:
+        context = contextvars.copy_context()
+        transport = sync_transport(script(503), FakeClock())
+        worker = threading.Thread(
+            target=context.run,
+            args=(transport.handle_request, httpx.Request("GET", URL)),
+        )
+        worker.start()
+        worker.join(timeout=10)
+    assert record.exhausted is True
+
+
 @pytest.mark.parametrize(
     ("values", "error"),
     [
+        ({"exhausted_header": b"X-Retry-Exhausted"}, TypeError),
+        ({"exhausted_header": "X:Exhausted"}, ValueError),
         ({"deadline_header": 3}, TypeError),
         ({"attempt_header": "X Retry"}, ValueError),
         ({"correlation_header": "X-Id\r\n"}, ValueError),

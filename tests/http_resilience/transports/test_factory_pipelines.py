@@ -181,6 +181,32 @@ def test_a_transport_of_neither_kind_is_refused_when_added() -> None:
     assert "got object" in str(raised.value)
 
 
+def test_a_client_names_its_deadline_header_and_a_bad_one_is_refused_when_added() -> (
+    None
+):
+    sent: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return httpx.Response(200)
+
+    factory = HttpClientFactory(clock=FakeClock())
+    factory.add(
+        "grpc", deadline_header="Grpc-Timeout-Ms", transport=httpx.MockTransport(answer)
+    )
+    factory.add("quiet", deadline_header=None, transport=httpx.MockTransport(answer))
+    factory.client("grpc").get("http://grpc.local/")
+    factory.client("quiet").get("http://quiet.local/")
+    assert sent[0].headers["grpc-timeout-ms"].isdigit()
+    assert "x-request-timeout-ms" not in sent[0].headers
+    assert "x-request-timeout-ms" not in sent[1].headers
+    factory.close()
+    with pytest.raises(ValueError, match="deadline_header 'X Timeout' is not an"):
+        HttpClientFactory().add("orders", deadline_header="X Timeout")
+    with pytest.raises(TypeError, match="deadline_header must be a header name"):
+        HttpClientFactory().add("orders", deadline_header=5)
+
+
 def test_options_and_a_pipeline_together_are_refused_when_added() -> None:
     with pytest.raises(TypeError) as raised:
         HttpClientFactory().add(

@@ -16,6 +16,7 @@ from http_resilience._core.errors import (
     BrokenCircuitError,
     RateLimitedError,
 )
+from http_resilience._core.nested import note_exhausted
 from http_resilience._core.raw_headers import is_token
 
 __all__ = [
@@ -125,7 +126,12 @@ importing this package."""
 
 
 def mark_final(outcome: httpx.Response | BaseException) -> None:
-    """Mark `outcome` with `FINAL_MARK`: retried here to exhaustion."""
+    """Mark `outcome` with `FINAL_MARK`: retried here to exhaustion.
+
+    The inbound request this call serves, if a `ResilienceContextMiddleware`
+    keeps one, notes it too (`note_exhausted`): its failed answer says so.
+    """
+    note_exhausted()
     if isinstance(outcome, httpx.Response):
         outcome.extensions[FINAL_MARK] = True
         return

@@ -32,6 +32,7 @@ from http_resilience._core.classify import (
 from http_resilience._core.clock import Clock, checkpoint
 from http_resilience._core.durations import Duration, DurationInput
 from http_resilience._core.fields import FROZEN, Count
+from http_resilience._core.nested import RETRY_EXHAUSTED_HEADER
 from http_resilience._core.pipeline import AsyncHandler, Call, close_quietly
 from http_resilience._core.telemetry import Telemetry
 from http_resilience._strategies.budget import charged
@@ -56,6 +57,7 @@ half-open breaker refuses every copy but its probe, so a hedge of the probe's
 own call is refused while the probe is in flight."""
 
 _DELAY: Final = "delay"
+_EXHAUSTED: Final = RETRY_EXHAUSTED_HEADER.lower()
 
 
 def is_hedged(request: httpx.Request) -> bool:
@@ -172,6 +174,10 @@ class HedgingStrategy:
                         if not is_failure_status(outcome.status_code):
                             return outcome
                         reason = str(outcome.status_code)
+                        if _EXHAUSTED in outcome.headers:
+                            # Its service retried a hop further in: no copy
+                            # of ours can do better.
+                            limit = sent
                     elif isinstance(outcome, SELF_CAUSED_EXCEPTIONS):
                         # The client's own fault: a copy would fail the same.
                         raise outcome

@@ -36,7 +36,11 @@ from http_resilience._core.clock import Clock, utc_now
 from http_resilience._core.durations import Duration, DurationInput, in_seconds
 from http_resilience._core.errors import BrokenCircuitError, RateLimitedError
 from http_resilience._core.fields import FROZEN, Count, Methods, StatusCodes
-from http_resilience._core.nested import NestedRetries, caller_attempt
+from http_resilience._core.nested import (
+    RETRY_EXHAUSTED_HEADER,
+    NestedRetries,
+    caller_attempt,
+)
 from http_resilience._core.pipeline import (
     AsyncHandler,
     Call,
@@ -64,6 +68,7 @@ __all__ = [
     "check_delays",
 ]
 
+_EXHAUSTED: Final = RETRY_EXHAUSTED_HEADER.lower()
 # 2.0 ** 1024 overflows a float; a delay that long ends the call anyway.
 _MAX_DOUBLINGS = 1000
 # 0.5 + 0.5 * draw rounds to 1.0 for the largest draws below 1.
@@ -207,8 +212,12 @@ class RetryStrategy:
     `FAILURE_EXCEPTIONS`; anything else ends the call as it is. When the call
     ends on a failure, the last response is returned and the last exception
     raised. A request that may not be retried (`RetryDecision.will_retry`) is
-    sent once. `AsyncRetry` and `SyncRetry` drive it: send, ask, close what a
-    retry supersedes, wait.
+    sent once. With nested retries detected (`nested` not None), a failed
+    answer carrying ``X-Retry-Exhausted`` (its service retried its own
+    dependencies already) is not retried either, nor is a failure while the
+    caller of the request this call serves is retrying (``"suppress"``).
+    `AsyncRetry` and `SyncRetry` drive it: send, ask, close what a retry
+    supersedes, wait.
 
     Args:
         decision: The delays.
@@ -286,7 +295,11 @@ class RetryStrategy:
         )
         if not failed or not self._decision.will_retry(request, body):
             return None
+        if self._nested is not None and _EXHAUSTED in response.headers:
+            mark_final(response)  # retried as far as it goes a hop further in
+            return None
         if self._caller_retries(call):
+            mark_final(response)  # the caller's retry is the one
             return None
         delay = self._decision.next_delay(
             call.attempt, response, now=self._now(), deadline=call.deadline
@@ -322,6 +335,7 @@ class RetryStrategy:
         if not self._decision.will_retry(request, body):
             return None
         if self._caller_retries(call):
+            mark_final(exc)  # the caller's retry is the one
             return None
         delay = self._decision.next_delay(
             call.attempt, None, now=ended, deadline=call.deadline

@@ -12,6 +12,13 @@ with the context copied, as ASGI frameworks do):
   each);
 - the correlation header: the id every outbound call of the handler carries.
 
+On the way out, when a resilient call the handler made gave up on a failure
+after retrying it as far as its policy goes, a failed answer (status 400 or
+more) says so in ``X-Retry-Exhausted: 1``: the caller does not retry it, and
+each failure is retried at one hop only. An exception that escapes the
+handler after such a call, before any answer began, is answered 503 with the
+same header (and raised on, for the server to log).
+
 A value that is malformed or out of range is ignored and counted
 (`ResilienceContextMiddleware.ignored`), never raised: a bad header from a
 caller must not fail its request.
@@ -19,6 +26,7 @@ caller must not fail its request.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections import Counter
@@ -27,7 +35,13 @@ from contextlib import ExitStack
 from typing import Any, Final
 
 from http_resilience._core.deadline import DEADLINE_HEADER, deadline_scope
-from http_resilience._core.nested import RETRY_ATTEMPT_HEADER, caller_attempt_scope
+from http_resilience._core.nested import (
+    RETRY_ATTEMPT_HEADER,
+    RETRY_EXHAUSTED_HEADER,
+    DownstreamRecord,
+    caller_attempt_scope,
+    downstream_scope,
+)
 from http_resilience._core.raw_headers import is_token
 from http_resilience._transports.correlation import (
     DEFAULT_CORRELATION_HEADER,
@@ -46,6 +60,16 @@ _INTEGER: Final = re.compile(rb"[0-9]{1,12}")
 _CORRELATION: Final = re.compile(rb"[!-~]{1,128}")
 """A correlation id taken from a caller: visible ASCII, at most 128 characters."""
 _MAX_ATTEMPT: Final = 1000
+_UNAVAILABLE: Final = json.dumps(
+    {
+        "type": "about:blank",
+        "title": "Service Unavailable",
+        "status": 503,
+        "detail": "a dependency still failed after its retries",
+    }
+).encode()
+"""The answer to an exception that escaped after a dependency's retries ran
+out: RFC 9457 problem details."""
 
 
 class ResilienceContextMiddleware:
@@ -63,6 +87,9 @@ class ResilienceContextMiddleware:
             none. Default ``X-Retry-Attempt``.
         correlation_header: The header of the caller's correlation id; None
             reads none. Default ``X-Correlation-ID``.
+        exhausted_header: The header written on a failed answer after a
+            call of the handler gave up on its retries; None writes none (and
+            leaves escaping exceptions alone). Default ``X-Retry-Exhausted``.
 
     Attributes:
         ignored: How many values of each header were ignored as malformed.
@@ -86,6 +113,7 @@ class ResilienceContextMiddleware:
         deadline_header: str | None = DEADLINE_HEADER,
         attempt_header: str | None = RETRY_ATTEMPT_HEADER,
         correlation_header: str | None = DEFAULT_CORRELATION_HEADER,
+        exhausted_header: str | None = RETRY_EXHAUSTED_HEADER,
     ) -> None:
         for name, value in (
             ("safety_margin", safety_margin),
@@ -99,6 +127,7 @@ class ResilienceContextMiddleware:
         self._deadline = _lowered(deadline_header, "deadline_header")
         self._attempt = _lowered(attempt_header, "attempt_header")
         self._correlation = _lowered(correlation_header, "correlation_header")
+        self._exhausted = _lowered(exhausted_header, "exhausted_header")
         self.ignored: Counter[str] = Counter()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -122,7 +151,50 @@ class ResilienceContextMiddleware:
                 stack.enter_context(caller_attempt_scope(attempt))
             if correlation is not None:
                 stack.enter_context(correlation_id(correlation))
-            await self.app(scope, receive, send)
+            if self._exhausted is None:
+                await self.app(scope, receive, send)
+            else:
+                record = stack.enter_context(downstream_scope())
+                await self._answer(scope, receive, send, record, self._exhausted)
+
+    async def _answer(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        record: DownstreamRecord,
+        header: bytes,
+    ) -> None:
+        """Run the app; say on its failed answer that a dependency's retries ran out."""
+        started = False
+
+        async def answer(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start" and not started:
+                started = True
+                if record.exhausted and message["status"] >= 400:
+                    headers = [*message.get("headers", ()), (header, b"1")]
+                    message = {**message, "headers": headers}
+            await send(message)
+
+        try:
+            await self.app(scope, receive, answer)
+        except Exception:
+            if started or not record.exhausted:
+                raise
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 503,
+                    "headers": [
+                        (b"content-type", b"application/problem+json"),
+                        (b"content-length", str(len(_UNAVAILABLE)).encode()),
+                        (header, b"1"),
+                    ],
+                }
+            )
+            await send({"type": "http.response.body", "body": _UNAVAILABLE})
+            raise
 
     def _read_deadline(self, value: bytes) -> float | None:
         text = value.strip()

@@ -156,14 +156,16 @@ class HttpClientFactory:
                 one; the configuration's options are then not read. One that
                 hedges makes an async-only client.
             **httpx_kwargs: What `create_async_client` (or `create_client`)
-                passes on to httpx: ``base_url``, ``headers``, ``auth``,
+                takes besides: ``deadline_header`` (None sends none), and what
+                it passes on to httpx: ``base_url``, ``headers``, ``auth``,
                 ``transport``, ``mounts``, ``verify``, ...
 
         Returns:
             The factory, to chain calls.
 
         Raises:
-            ValueError: `name` is empty or already added.
+            ValueError: `name` is empty or already added, or
+                ``deadline_header`` is no header name.
             RuntimeError: The factory's names are fixed (its `configure` has
                 returned, or it has handed out a client), or it is closed.
             ResilienceLayerError: ``transport`` or a mounted transport is

@@ -29,7 +29,10 @@ from http_resilience._transports.client_sync import build_client
 from http_resilience._transports.correlation import (
     correlation_stamp,
 )
-from http_resilience._transports.transport import refuse_second_layer
+from http_resilience._transports.transport import (
+    check_deadline_header,
+    refuse_second_layer,
+)
 
 __all__ = ["NamedClient"]
 
@@ -72,6 +75,7 @@ class NamedClient:
         Raises:
             TypeError: `options` and `pipeline` both given, either of the wrong
                 type, or a client that can be neither async nor sync.
+            ValueError: A ``deadline_header`` that is no header name.
             ResilienceLayerError: ``transport`` or a mount is already resilient.
         """
         if pipeline is not None:
@@ -90,6 +94,8 @@ class NamedClient:
                 f"HTTP client {name!r}: options must be HttpResilienceOptions or "
                 f"None, got {type(options).__qualname__}"
             )
+        if "deadline_header" in arguments:
+            check_deadline_header(arguments["deadline_header"], name)
         mounts = cast("Mapping[str, object]", arguments.get("mounts") or {})
         transports = [arguments.get("transport"), *mounts.values()]
         no_async: str | None = None

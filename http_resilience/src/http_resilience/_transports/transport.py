@@ -52,6 +52,7 @@ from http_resilience._transports.sync_deadline import hold_deadlines
 __all__ = [
     "AsyncResilientTransport",
     "ResilientTransport",
+    "check_deadline_header",
     "refuse_second_layer",
     "resolve_options",
     "resolve_pipeline",
@@ -101,6 +102,19 @@ def _teller(header: object, clock: Clock | None, name: str) -> DeadlineTeller | 
         TypeError: `header` is neither None nor a string.
         ValueError: `header` is not an HTTP header name.
     """
+    checked = check_deadline_header(header, name)
+    if checked is None:
+        return None
+    return deadline_teller(checked, reader(clock or SYSTEM_CLOCK))
+
+
+def check_deadline_header(header: object, name: str) -> str | None:
+    """`header`, checked as client `name`'s ``deadline_header``.
+
+    Raises:
+        TypeError: `header` is neither None nor a string.
+        ValueError: `header` is not an HTTP header name.
+    """
     if header is None:
         return None
     if not isinstance(header, str):
@@ -113,7 +127,7 @@ def _teller(header: object, clock: Clock | None, name: str) -> DeadlineTeller | 
             f"HTTP client {name!r}: deadline_header {header!r} is not an HTTP "
             "header name"
         )
-    return deadline_teller(header, reader(clock or SYSTEM_CLOCK))
+    return header
 
 
 def resolve_options(
