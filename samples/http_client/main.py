@@ -362,6 +362,8 @@ async def across_services(factory: HttpClientFactory) -> None:
     took = CLOCK.monotonic() - started
     within = "within its deadline" if took < 1.0 + 0.3 else f"late, after {took:.1f} s"
     print(f"   A got {response.status_code} from B, {within}")
+    if response.headers.get("X-Retry-Exhausted") == "1":
+        print("   B says its own call gave up (X-Retry-Exhausted): A did not retry")
 
 
 async def main() -> None:

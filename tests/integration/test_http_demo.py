@@ -85,6 +85,7 @@ The flaky inventory server is up on 127.0.0.1.
    service B: its call to C ran out of its caller's deadline
    service B answers 504
    A got 504 from B, within its deadline
+   B says its own call gave up (X-Retry-Exhausted): A did not retry
 The server is stopped.
 """
 
