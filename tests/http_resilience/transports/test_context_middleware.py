@@ -289,6 +289,28 @@ async def test_an_escaping_error_after_retries_ran_out_is_a_marked_503() -> None
         await call(app, {})
 
 
+@pytest.mark.parametrize(
+    ("failure", "status"),
+    [
+        (httpx.ConnectError("refused"), 502),
+        # The pipeline owns time: a read timeout is its `AttemptTimeoutError`.
+        (httpx.ReadTimeout("slow"), 504),
+    ],
+)
+async def test_an_escaping_outage_is_answered_as_the_error_middleware_would(
+    failure: Exception, status: int
+) -> None:
+    dead_c = script(failure)
+    app = ResilienceContextMiddleware(
+        service_calling(async_transport(dead_c, FakeClock()))
+    )
+    # An outage, not a bug: answered, and not raised on.
+    answer = await call(app, {})
+    assert (answer.status_code, answer.headers.get(EXHAUSTED)) == (status, "1")
+    assert answer.json()["status"] == status
+    assert dead_c.hits == 4
+
+
 async def test_an_escaping_error_with_no_call_given_up_is_left_alone() -> None:
     app = ResilienceContextMiddleware(
         service_calling(async_transport(script(404), FakeClock()), escape=True)

@@ -26,7 +26,7 @@ from http_resilience._core.errors import (
 )
 from http_resilience._core.retry_after import MAX_RETRY_AFTER
 
-__all__ = ["ResilienceErrorMiddleware"]
+__all__ = ["ResilienceErrorMiddleware", "problem_for", "send_problem"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -130,17 +130,17 @@ class ResilienceErrorMiddleware:
         try:
             await self.app(scope, receive, watched_send)
         except Exception as error:
-            answer = None if started else _answer(error)
+            answer = None if started else problem_for(error)
             if answer is None:
                 raise
-            await _send_problem(send, *answer)
+            await send_problem(send, *answer)
 
 
-def _answer(error: BaseException) -> tuple[HTTPStatus, float | None] | None:
+def problem_for(error: BaseException) -> tuple[HTTPStatus, float | None] | None:
     """The status and the wait (seconds) for `error`; None when it does not map."""
     if isinstance(error, BaseExceptionGroup):
         group = cast("BaseExceptionGroup[BaseException]", error)
-        answers = [_answer(member) for member in group.exceptions]
+        answers = [problem_for(member) for member in group.exceptions]
         known = [answer for answer in answers if answer is not None]
         if len(known) < len(answers):
             return None
@@ -176,7 +176,13 @@ def _retry_after(wait: float) -> str:
     return str(min(max(0, math.ceil(wait)), int(MAX_RETRY_AFTER)))
 
 
-async def _send_problem(send: Send, status: HTTPStatus, wait: float | None) -> None:
+async def send_problem(
+    send: Send,
+    status: HTTPStatus,
+    wait: float | None,
+    extra: tuple[tuple[bytes, bytes], ...] = (),
+) -> None:
+    """Answer `status` as problem details, with ``Retry-After`` and `extra`."""
     problem = {
         "type": "about:blank",
         "title": status.phrase,
@@ -190,6 +196,7 @@ async def _send_problem(send: Send, status: HTTPStatus, wait: float | None) -> N
     ]
     if wait is not None:
         headers.append((b"retry-after", _retry_after(wait).encode()))
+    headers.extend(extra)
     start = {"type": "http.response.start", "status": status.value}
     await send({**start, "headers": headers})
     await send({"type": "http.response.body", "body": body})

@@ -16,8 +16,10 @@ On the way out, when a resilient call the handler made gave up on a failure
 after retrying it as far as its policy goes, a failed answer (status 400 or
 more) says so in ``X-Retry-Exhausted: 1``: the caller does not retry it, and
 each failure is retried at one hop only. An exception that escapes the
-handler after such a call, before any answer began, is answered 503 with the
-same header (and raised on, for the server to log).
+handler after such a call, before any answer began, is answered with the same
+header: a resilience or transport error with the status
+`ResilienceErrorMiddleware` gives it (and not raised on: it is an outage, not
+a bug), anything else 503 and raised on, for the server to log.
 
 A value that is malformed or out of range is ignored and counted
 (`ResilienceContextMiddleware.ignored`), never raised: a bad header from a
@@ -26,12 +28,12 @@ caller must not fail its request.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections import Counter
 from collections.abc import Awaitable, Callable, MutableMapping
 from contextlib import ExitStack
+from http import HTTPStatus
 from typing import Any, Final
 
 from http_resilience._core.deadline import DEADLINE_HEADER, deadline_scope
@@ -43,6 +45,7 @@ from http_resilience._core.nested import (
     downstream_scope,
 )
 from http_resilience._core.raw_headers import is_token
+from http_resilience._transports.asgi import problem_for, send_problem
 from http_resilience._transports.correlation import (
     DEFAULT_CORRELATION_HEADER,
     correlation_id,
@@ -60,16 +63,6 @@ _INTEGER: Final = re.compile(rb"[0-9]{1,12}")
 _CORRELATION: Final = re.compile(rb"[!-~]{1,128}")
 """A correlation id taken from a caller: visible ASCII, at most 128 characters."""
 _MAX_ATTEMPT: Final = 1000
-_UNAVAILABLE: Final = json.dumps(
-    {
-        "type": "about:blank",
-        "title": "Service Unavailable",
-        "status": 503,
-        "detail": "a dependency still failed after its retries",
-    }
-).encode()
-"""The answer to an exception that escaped after a dependency's retries ran
-out: RFC 9457 problem details."""
 
 
 class ResilienceContextMiddleware:
@@ -179,21 +172,17 @@ class ResilienceContextMiddleware:
 
         try:
             await self.app(scope, receive, answer)
-        except Exception:
+        except Exception as error:
             if started or not record.exhausted:
                 raise
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": 503,
-                    "headers": [
-                        (b"content-type", b"application/problem+json"),
-                        (b"content-length", str(len(_UNAVAILABLE)).encode()),
-                        (header, b"1"),
-                    ],
-                }
+            problem = problem_for(error)
+            if problem is not None:  # an outage, as `ResilienceErrorMiddleware` says
+                await send_problem(send, *problem, ((header, b"1"),))
+                return
+            # Anything else may be a bug: answered, and raised on to be logged.
+            await send_problem(
+                send, HTTPStatus.SERVICE_UNAVAILABLE, None, ((header, b"1"),)
             )
-            await send({"type": "http.response.body", "body": _UNAVAILABLE})
             raise
 
     def _read_deadline(self, value: bytes) -> float | None:
