@@ -272,15 +272,20 @@ async def test_no_mark_when_no_call_gave_up_or_the_answer_is_no_failure() -> Non
     assert (answer.status_code, EXHAUSTED in answer.headers) == (200, False)
 
 
-async def test_an_escaping_error_after_retries_ran_out_is_a_marked_503() -> None:
-    app = ResilienceContextMiddleware(
-        service_calling(async_transport(script(503), FakeClock()), escape=True)
-    )
+async def answer_of(app: Any) -> httpx.Response:
+    """What a server would answer for `app`: its own 500 when an error escapes."""
     async with httpx.AsyncClient(
         transport=httpx.ASGITransport(app=app, raise_app_exceptions=False),
         base_url="http://service.local",
     ) as client:
-        answer = await client.get("/work")
+        return await client.get("/work")
+
+
+async def test_an_escaping_error_after_retries_ran_out_is_a_marked_503() -> None:
+    app = ResilienceContextMiddleware(
+        service_calling(async_transport(script(503), FakeClock()), escape=True)
+    )
+    answer = await answer_of(app)
     assert (answer.status_code, answer.headers.get(EXHAUSTED)) == (503, "1")
     assert answer.headers["content-type"] == "application/problem+json"
     assert answer.json()["status"] == 503
@@ -315,11 +320,7 @@ async def test_an_escaping_error_with_no_call_given_up_is_left_alone() -> None:
     app = ResilienceContextMiddleware(
         service_calling(async_transport(script(404), FakeClock()), escape=True)
     )
-    async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app, raise_app_exceptions=False),
-        base_url="http://service.local",
-    ) as client:
-        answer = await client.get("/work")
+    answer = await answer_of(app)
     assert (answer.status_code, EXHAUSTED in answer.headers) == (500, False)
 
 
