@@ -55,7 +55,7 @@ class Allowed:
 ALLOWED: Mapping[str, Allowed] = {
     "mediator-core": Allowed(
         required=frozenset({"pydantic", "injector"}),
-        extras={"sqlalchemy": ("sqlalchemy",)},
+        extras={"sqlalchemy": ("sqlalchemy",), "otel": ("opentelemetry-*",)},
         requirement_extras={"sqlalchemy": frozenset({"asyncio"})},
     ),
     "mediator-resilience": Allowed(
