@@ -1,0 +1,213 @@
+"""The web sample's demo: an orders service under load, calling a flaky inventory.
+
+Two services on 127.0.0.1 (free ports), each a FastAPI app under uvicorn in a
+thread of its own: the orders service (`webapi.app`) and the inventory it
+calls (`webapi.inventory`), which fails a tenth of its requests at random and
+every request during an outage from 3 s to 5.5 s. A constant-rate driver
+places 20 orders a second for `DURATION` seconds, each with a 2 s deadline in
+``X-Request-Timeout-Ms``. The demo then prints what the users saw (logical
+requests), what reached the inventory (physical attempts), the breaker's
+transitions and the latency percentiles, and writes a plot of them,
+``webapi-demo.png``, into the working folder.
+
+Run it with ``make demo`` (or ``python samples/webapi/main.py``); the database
+is a temporary SQLite file, or PostgreSQL when ``WEBAPI_DATABASE_URL`` says so
+(``postgresql+psycopg://...``). ``WEBAPI_DURATION`` shortens the run (the
+sample's tests use 2 s).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import os
+import socket
+import tempfile
+import threading
+from collections import Counter
+from collections.abc import Generator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import uvicorn
+
+from http_resilience import (
+    BreakerEvent,
+    HttpEvent,
+    HttpResilienceOptions,
+    RejectionEvent,
+    RetryEvent,
+    SystemClock,
+)
+from webapi.app import Settings, create_app
+from webapi.inventory import Faults, Stock, create_inventory
+from webapi.plot import plot
+
+CLOCK = SystemClock()
+RATE = 20.0  # orders a second
+DURATION = float(os.environ.get("WEBAPI_DURATION", "10"))
+OUTAGE = (3.0, 5.5)  # seconds into the run
+DEADLINE_MS = 2000
+PLOT = Path("webapi-demo.png")
+
+# The inventory client: the standard pipeline, with a breaker that decides
+# within the demo's seconds (the defaults wait for 100 calls in 30 s).
+INVENTORY = HttpResilienceOptions(
+    base_delay="50ms",
+    attempt_timeout="500ms",
+    failure_ratio=0.5,
+    minimum_throughput=10,
+    sampling_duration="2s",
+    break_duration="1s",
+)
+
+
+@dataclass
+class Record:
+    """What the demo saw: every order, every inventory request, every event."""
+
+    started: float
+    orders: list[tuple[float, float, int]] = field(
+        default_factory=list[tuple[float, float, int]]
+    )
+    """(sent at, seconds it took, status) of each order, seconds into the run."""
+    transitions: list[tuple[float, str]] = field(
+        default_factory=list[tuple[float, str]]
+    )
+    retries: int = 0
+    refused: Counter[str] = field(default_factory=Counter[str])
+
+    def at(self) -> float:
+        return CLOCK.monotonic() - self.started
+
+    def __call__(self, event: HttpEvent) -> None:
+        """The inventory client's listener (called on the orders service's loop)."""
+        if isinstance(event, BreakerEvent):
+            self.transitions.append((self.at(), event.current))
+        elif isinstance(event, RetryEvent):
+            self.retries += 1
+        elif isinstance(event, RejectionEvent):
+            self.refused[event.reason] += 1
+
+
+@contextmanager
+def serving(app: Any, name: str) -> Generator[str]:
+    """Serve `app` on 127.0.0.1 in a thread; yield its base URL; stop it."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()  # before uvicorn runs: early connections wait, not fail
+    config = uvicorn.Config(
+        app, lifespan="on", log_config=None, access_log=False, http="h11", ws="none"
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(
+        target=server.run, kwargs={"sockets": [listener]}, name=name, daemon=True
+    )
+    thread.start()
+    try:
+        waited = threading.Event()
+        for _ in range(1000):  # at most 10 s
+            if server.started or not thread.is_alive():
+                break
+            waited.wait(0.01)
+        if not server.started:
+            raise RuntimeError(f"the {name} service did not start")
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        listener.close()
+
+
+async def place_orders(url: str, record: Record) -> None:
+    """`RATE` orders a second for `DURATION` s, on schedule whatever the answers."""
+    async with httpx.AsyncClient(base_url=url, timeout=10) as client:
+
+        async def one(index: int) -> None:
+            sent = record.at()
+            answer = await client.post(
+                "/orders",
+                json={"order_id": f"o-{index}", "sku": "widget", "quantity": 1},
+                headers={
+                    "X-Request-Timeout-Ms": str(DEADLINE_MS),
+                    "X-Correlation-ID": f"order-{index}",
+                },
+            )
+            record.orders.append((sent, record.at() - sent, answer.status_code))
+
+        tasks: list[asyncio.Task[None]] = []
+        for index in range(round(RATE * DURATION)):
+            due = index / RATE
+            if due > record.at():
+                await CLOCK.sleep(due - record.at())
+            tasks.append(asyncio.create_task(one(index)))
+        await asyncio.gather(*tasks)
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[max(1, math.ceil(fraction * len(ordered))) - 1]
+
+
+def report(record: Record, stock: Stock) -> None:
+    statuses = Counter(status for _, _, status in record.orders)
+    orders = len(record.orders)
+    print(f"Orders placed: {orders} (logical requests, {RATE:g} a second)")
+    for status, count in sorted(statuses.items()):
+        print(f"   {status}: {count}")
+    print(
+        f"Inventory requests: {stock.requests} (physical attempts), "
+        f"{stock.requests / orders:.2f} per order"
+    )
+    print(f"   retries: {record.retries}; refused locally: {dict(record.refused)}")
+    changes = ", ".join(f"{state} at {at:.1f} s" for at, state in record.transitions)
+    print(f"Breaker: {changes or 'stayed closed'}")
+    took = [seconds * 1000 for _, seconds, _ in record.orders]
+    print(
+        f"Latency: p50 {percentile(took, 0.5):.0f} ms, "
+        f"p95 {percentile(took, 0.95):.0f} ms, p99 {percentile(took, 0.99):.0f} ms"
+    )
+
+
+def main() -> None:
+    # The demo reports the clients' events itself: the packages' own log
+    # lines (a warning per retry) would be hundreds here.
+    logging.getLogger("http_resilience").setLevel(logging.ERROR)
+    logging.getLogger("mediator_resilience").setLevel(logging.ERROR)
+    record = Record(started=CLOCK.monotonic())
+    stock = Stock(levels={"widget": 10_000})
+    faults = Faults(ratio=0.1, outage=OUTAGE, now=record.at)
+    with tempfile.TemporaryDirectory() as folder:
+        database = os.environ.get(
+            "WEBAPI_DATABASE_URL", f"sqlite+aiosqlite:///{folder}/orders.db"
+        )
+        with serving(create_inventory(stock, faults), "inventory") as inventory:
+            settings = Settings(
+                inventory_url=inventory,
+                database_url=database,
+                inventory=INVENTORY,
+                listeners=[record],
+            )
+            with serving(create_app(settings), "orders") as orders:
+                print("The orders and inventory services are up on 127.0.0.1.")
+                record.started = CLOCK.monotonic()
+                asyncio.run(place_orders(orders, record))
+    print("Both services are stopped.")
+    report(record, stock)
+    plot(
+        PLOT,
+        duration=DURATION,
+        outage=OUTAGE,
+        orders=record.orders,
+        attempts=stock.arrivals,
+        transitions=record.transitions,
+    )
+    print(f"Plot: {PLOT}")
+
+
+if __name__ == "__main__":
+    main()

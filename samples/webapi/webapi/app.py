@@ -1,0 +1,123 @@
+"""The orders service: FastAPI, the mediator, SQLAlchemy and a resilient client.
+
+The recipe, in order:
+
+- the lifespan builds one `Injector` (the mediator and its handlers, the
+  database's unit of work, the mediator's retry, the named HTTP clients) and
+  closes the clients and the engine when the application stops;
+- `mediator_of`, a FastAPI dependency, hands each endpoint the mediator;
+- the middlewares carry the caller's deadline and correlation id in, and turn
+  what escapes a handler into the answer it means.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Annotated
+
+import httpx
+from fastapi import Depends, FastAPI, Request
+from fastapi.responses import JSONResponse
+from injector import Injector
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from http_resilience import (
+    HttpClientFactory,
+    HttpEventListener,
+    HttpResilienceOptions,
+    ResilienceContextMiddleware,
+    ResilienceErrorMiddleware,
+    remaining_time,
+)
+from http_resilience.injector import HttpClientsModule
+from mediator import Mediator, MediatorModule
+from mediator.sqlalchemy import SqlAlchemyModule
+from mediator_resilience import ResilienceMediatorModule
+from webapi.domain import HANDLERS, INVENTORY, Base, Order, OrderView, PlaceOrder
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the service needs to know.
+
+    Attributes:
+        inventory_url: The inventory service's base URL.
+        database_url: An async SQLAlchemy URL: SQLite (``sqlite+aiosqlite``)
+            by default, PostgreSQL (``postgresql+psycopg``) as well.
+        inventory: The inventory client's resilience options.
+        listeners: Called with every event of the HTTP clients.
+        inventory_transport: The transport under the inventory client's
+            pipeline; None for the network (tests pass an in-process one).
+    """
+
+    inventory_url: str
+    database_url: str = "sqlite+aiosqlite:///orders.db"
+    inventory: HttpResilienceOptions = field(default_factory=HttpResilienceOptions)
+    listeners: Sequence[HttpEventListener] = ()
+    inventory_transport: httpx.AsyncBaseTransport | None = None
+
+
+def create_app(settings: Settings) -> FastAPI:
+    """The orders service for `settings`."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncGenerator[None]:
+        engine = create_async_engine(settings.database_url)
+        async with engine.begin() as connection:
+            await connection.run_sync(Base.metadata.create_all)
+        injector = Injector(
+            [
+                MediatorModule(lambda m: m.add_handler(*HANDLERS).use_defaults()),
+                SqlAlchemyModule(async_engine=engine),
+                # The mediator's retry keeps the caller's deadline too.
+                ResilienceMediatorModule(remaining_time=remaining_time),
+                HttpClientsModule(
+                    lambda clients: clients.add(
+                        INVENTORY,
+                        settings.inventory,
+                        base_url=settings.inventory_url,
+                        transport=settings.inventory_transport,
+                    ),
+                    listeners=settings.listeners,
+                ),
+            ]
+        )
+        app.state.injector = injector
+        try:
+            yield
+        finally:
+            await injector.get(HttpClientFactory).aclose()
+            await engine.dispose()
+
+    app = FastAPI(title="orders", lifespan=lifespan)
+
+    @app.post("/orders", status_code=201)
+    async def place_order(order: PlaceOrder, mediator: MediatorOf) -> OrderView:
+        return await mediator.send(order)
+
+    @app.get("/orders/{order_id}")
+    async def get_order(order_id: str, mediator: MediatorOf) -> OrderView:
+        return await mediator.send(Order(order_id=order_id))
+
+    @app.exception_handler(httpx.HTTPStatusError)
+    async def inventory_failed(request: Request, error: Exception) -> JSONResponse:
+        # The inventory still failed after the client's retries.
+        return JSONResponse(
+            {"title": "the inventory is unavailable", "status": 503}, status_code=503
+        )
+
+    # The last added is the outermost.
+    app.add_middleware(ResilienceErrorMiddleware)
+    app.add_middleware(ResilienceContextMiddleware)
+    return app
+
+
+def mediator_of(request: Request) -> Mediator:
+    """The mediator, for an endpoint: ``mediator: MediatorOf``."""
+    injector: Injector = request.app.state.injector
+    return injector.get(Mediator)
+
+
+MediatorOf = Annotated[Mediator, Depends(mediator_of)]

@@ -1,0 +1,107 @@
+"""The orders domain: one table, one command, one query and their handlers.
+
+`PlaceOrder` reserves the stock at the inventory service (an HTTP call, through
+a resilient client, with an ``Idempotency-Key`` so that its retries never
+reserve twice) and stores the order in one transaction. It is `@retryable`:
+a transient database failure runs it again, and the same key keeps the
+reservation single.
+"""
+
+from __future__ import annotations
+
+from injector import inject
+from pydantic import BaseModel, Field
+from sqlalchemy import Integer, String
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from http_resilience import HttpClientFactory
+from mediator import (
+    BusinessRuleError,
+    Command,
+    CommandHandler,
+    NotFoundError,
+    Query,
+    QueryHandler,
+    transactional,
+)
+from mediator_resilience import retryable
+
+INVENTORY = "inventory"
+"""The name of the inventory's client in the `HttpClientFactory`."""
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class OrderRow(Base):
+    __tablename__ = "orders"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    sku: Mapped[str] = mapped_column(String(32))
+    quantity: Mapped[int] = mapped_column(Integer)
+
+
+class OrderView(BaseModel):
+    """An order, as the service answers it."""
+
+    order_id: str
+    sku: str
+    quantity: int
+
+
+class Order(Query[OrderView]):
+    """The order `order_id`, or `NotFoundError`."""
+
+    order_id: str
+
+
+@retryable
+@transactional
+class PlaceOrder(Command[OrderView]):
+    """Reserve `quantity` of `sku` and record the order under `order_id`."""
+
+    order_id: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9-]+$")
+    sku: str = Field(min_length=1, max_length=32)
+    quantity: int = Field(gt=0, le=100)
+
+
+class PlaceOrderHandler(CommandHandler[PlaceOrder, OrderView]):
+    @inject
+    def __init__(self, session: AsyncSession, clients: HttpClientFactory) -> None:
+        self.session = session
+        self.inventory = clients.async_client(INVENTORY)
+
+    async def handle(self, request: PlaceOrder) -> OrderView:
+        if await self.session.get(OrderRow, request.order_id) is not None:
+            raise BusinessRuleError(f"order {request.order_id} exists already")
+        answer = await self.inventory.post(
+            "/reservations",
+            json={"sku": request.sku, "quantity": request.quantity},
+            headers={"Idempotency-Key": f"order-{request.order_id}"},
+        )
+        if answer.status_code == 409:  # Conflict
+            raise BusinessRuleError(f"not enough {request.sku} in stock")
+        answer.raise_for_status()
+        self.session.add(
+            OrderRow(id=request.order_id, sku=request.sku, quantity=request.quantity)
+        )
+        return OrderView(
+            order_id=request.order_id, sku=request.sku, quantity=request.quantity
+        )
+
+
+class OrderHandler(QueryHandler[Order, OrderView]):
+    @inject
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def handle(self, request: Order) -> OrderView:
+        row = await self.session.get(OrderRow, request.order_id)
+        if row is None:
+            raise NotFoundError(f"no order {request.order_id}")
+        return OrderView(order_id=row.id, sku=row.sku, quantity=row.quantity)
+
+
+HANDLERS = (PlaceOrderHandler, OrderHandler)

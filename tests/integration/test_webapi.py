@@ -1,0 +1,104 @@
+"""The web sample (samples/webapi): its service in process, and its demo for real.
+
+In process, FastAPI's `TestClient` drives the orders service, whose inventory
+client reaches the inventory app through `httpx.ASGITransport` (no socket).
+For real, the demo runs as a user runs it, two uvicorn servers on 127.0.0.1
+for a 2 s load, and must end well, print its report and write its plot.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Generator
+from pathlib import Path
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+
+from http_resilience import HttpResilienceOptions
+from webapi.app import Settings, create_app
+from webapi.inventory import Faults, Stock, create_inventory
+
+MAIN = Path(__file__).resolve().parents[2] / "samples" / "webapi" / "main.py"
+
+
+def service(
+    tmp_path: Path, stock: Stock, faults: Faults | None = None
+) -> Generator[TestClient]:
+    inventory = create_inventory(stock, faults or Faults())
+    settings = Settings(
+        inventory_url="http://inventory.local",
+        database_url=f"sqlite+aiosqlite:///{tmp_path}/orders.db",
+        inventory=HttpResilienceOptions(base_delay="1ms"),
+        inventory_transport=httpx.ASGITransport(app=inventory),
+    )
+    with TestClient(create_app(settings)) as client:
+        yield client
+
+
+@pytest.fixture
+def stock() -> Stock:
+    return Stock(levels={"widget": 5})
+
+
+@pytest.fixture
+def client(tmp_path: Path, stock: Stock) -> Generator[TestClient]:
+    yield from service(tmp_path, stock)
+
+
+ORDER = {"order_id": "o-1", "sku": "widget", "quantity": 2}
+
+
+def test_an_order_is_placed_reserved_and_read_back(
+    client: TestClient, stock: Stock
+) -> None:
+    placed = client.post("/orders", json=ORDER)
+    assert (placed.status_code, placed.json()) == (201, ORDER)
+    assert client.get("/orders/o-1").json() == ORDER
+    assert stock.levels == {"widget": 3}
+    assert set(stock.reserved) == {"order-o-1"}
+
+
+def test_a_bad_order_is_refused_before_any_call(
+    client: TestClient, stock: Stock
+) -> None:
+    answer = client.post("/orders", json={**ORDER, "quantity": 0})
+    assert answer.status_code == 422
+    assert stock.requests == 0
+
+
+def test_a_flaky_inventory_is_retried_and_reserves_once(
+    tmp_path: Path, stock: Stock
+) -> None:
+    # Every other request fails: the client retries, the Idempotency-Key
+    # keeps the reservation single.
+    for client in service(tmp_path, stock, Faults(ratio=0.5, seed=3)):
+        for number in range(1, 3):
+            order = {**ORDER, "order_id": f"o-{number}", "quantity": 1}
+            assert client.post("/orders", json=order).status_code == 201
+    assert stock.requests > 2
+    assert stock.levels == {"widget": 3}
+
+
+def test_the_demo_runs_for_real_and_writes_its_plot(tmp_path: Path) -> None:
+    env = {**os.environ, "WEBAPI_DURATION": "2", "TMPDIR": str(tmp_path)}
+    result = subprocess.run(
+        [sys.executable, "-W", "error", str(MAIN)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    lines = result.stdout.splitlines()
+    assert lines[0] == "The orders and inventory services are up on 127.0.0.1."
+    assert "Orders placed: 40 (logical requests, 20 a second)" in lines
+    assert any(line.startswith("Inventory requests: ") for line in lines)
+    assert any(line.startswith("Latency: p50 ") for line in lines)
+    assert (tmp_path / "webapi-demo.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
