@@ -16,22 +16,28 @@ from pathlib import Path
 
 import httpx
 import pytest
+import sqlalchemy
 from fastapi.testclient import TestClient
 
 from http_resilience import HttpResilienceOptions
 from webapi.app import Settings, create_app
+from webapi.domain import Base
 from webapi.inventory import Faults, Stock, create_inventory
 
 MAIN = Path(__file__).resolve().parents[2] / "samples" / "webapi" / "main.py"
 
 
 def service(
-    tmp_path: Path, stock: Stock, faults: Faults | None = None
+    tmp_path: Path,
+    stock: Stock,
+    faults: Faults | None = None,
+    *,
+    database_url: str | None = None,
 ) -> Generator[TestClient]:
     inventory = create_inventory(stock, faults or Faults())
     settings = Settings(
         inventory_url="http://inventory.local",
-        database_url=f"sqlite+aiosqlite:///{tmp_path}/orders.db",
+        database_url=database_url or f"sqlite+aiosqlite:///{tmp_path}/orders.db",
         inventory=HttpResilienceOptions(base_delay="1ms"),
         inventory_transport=httpx.ASGITransport(app=inventory),
     )
@@ -81,6 +87,21 @@ def test_a_flaky_inventory_is_retried_and_reserves_once(
             assert client.post("/orders", json=order).status_code == 201
     assert stock.requests > 2
     assert stock.levels == {"widget": 3}
+
+
+def test_the_service_runs_on_postgresql_too(
+    request: pytest.FixtureRequest, tmp_path: Path, stock: Stock, postgres_url: str
+) -> None:
+    # The cluster is the session's: the sample's table goes when the test ends.
+    cleanup = sqlalchemy.create_engine(postgres_url)
+    request.addfinalizer(cleanup.dispose)
+    request.addfinalizer(lambda: Base.metadata.drop_all(cleanup))
+    for client in service(tmp_path, stock, database_url=postgres_url):
+        assert (
+            client.post("/orders", json={**ORDER, "order_id": "pg-1"}).status_code
+            == 201
+        )
+        assert client.get("/orders/pg-1").json()["order_id"] == "pg-1"
 
 
 def test_the_demo_runs_for_real_and_writes_its_plot(tmp_path: Path) -> None:
