@@ -29,7 +29,7 @@ demo: venv
 	$(BIN)/python samples/quickstart/main.py
 	$(BIN)/python samples/stream_retry/main.py
 	$(BIN)/python samples/http_client/main.py
-	$(BIN)/python samples/webapi/main.py
+	$(BIN)/python samples/webapi/demo.py
 
 test: venv
 	$(BIN)/python -m pytest --cov --cov-report=term -m "not chaos" $(PYTEST_ARGS)

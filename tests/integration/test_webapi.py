@@ -24,7 +24,7 @@ from webapi.app import Settings, create_app
 from webapi.domain import Base
 from webapi.inventory import Faults, Stock, create_inventory
 
-MAIN = Path(__file__).resolve().parents[2] / "samples" / "webapi" / "main.py"
+DEMO = Path(__file__).resolve().parents[2] / "samples" / "webapi" / "demo.py"
 
 
 def service(
@@ -107,7 +107,7 @@ def test_the_service_runs_on_postgresql_too(
 def test_the_demo_runs_for_real_and_writes_its_plot(tmp_path: Path) -> None:
     env = {**os.environ, "WEBAPI_DURATION": "2", "TMPDIR": str(tmp_path)}
     result = subprocess.run(
-        [sys.executable, "-W", "error", str(MAIN)],
+        [sys.executable, "-W", "error", str(DEMO)],
         cwd=tmp_path,
         env=env,
         capture_output=True,

@@ -10,7 +10,7 @@ requests), what reached the inventory (physical attempts), the breaker's
 transitions and the latency percentiles, and writes a plot of them,
 ``webapi-demo.png``, into the working folder.
 
-Run it with ``make demo`` (or ``python samples/webapi/main.py``); the database
+Run it with ``make demo`` (or ``python samples/webapi/demo.py``); the database
 is a temporary SQLite file, or PostgreSQL when ``WEBAPI_DATABASE_URL`` says so
 (``postgresql+psycopg://...``). ``WEBAPI_DURATION`` shortens the run (the
 sample's tests use 2 s).
