@@ -13,6 +13,7 @@ import subprocess
 import sys
 from collections.abc import Generator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -66,6 +67,41 @@ def test_an_order_is_placed_reserved_and_read_back(
     assert client.get("/orders/o-1").json() == ORDER
     assert stock.levels == {"widget": 3}
     assert set(stock.reserved) == {"order-o-1"}
+
+
+def test_errors_are_answered_as_problems_and_carry_the_request_id(
+    client: TestClient, stock: Stock
+) -> None:
+    missing = client.get("/orders/none", headers={"X-Correlation-ID": "req-7"})
+    assert (missing.status_code, missing.headers["X-Correlation-ID"]) == (404, "req-7")
+    assert missing.headers["content-type"] == "application/problem+json"
+    too_many = client.post("/orders", json={**ORDER, "quantity": 6})
+    assert too_many.status_code == 422  # a business rule: not enough stock
+    assert stock.levels == {"widget": 5}
+
+
+def test_the_inventory_call_carries_the_requests_correlation_id(
+    tmp_path: Path, stock: Stock
+) -> None:
+    seen: list[str] = []
+    inventory = create_inventory(stock, Faults())
+
+    async def recording(scope: Any, receive: Any, send: Any) -> None:
+        headers = dict(scope.get("headers", ()))
+        seen.append(headers.get(b"x-correlation-id", b"").decode())
+        await inventory(scope, receive, send)
+
+    settings = Settings(
+        inventory_url="http://inventory.local",
+        database_url=f"sqlite+aiosqlite:///{tmp_path}/orders.db",
+        inventory_transport=httpx.ASGITransport(app=recording),
+    )
+    with TestClient(create_app(settings)) as client:
+        # No id from the caller: the service makes one, and the audit records,
+        # the answer and the inventory call all carry it.
+        placed = client.post("/orders", json=ORDER)
+    assert placed.status_code == 201
+    assert seen == [placed.headers["X-Correlation-ID"]]
 
 
 def test_a_bad_order_is_refused_before_any_call(

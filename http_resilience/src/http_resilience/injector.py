@@ -44,6 +44,11 @@ class HttpClientsModule(Module):
         listeners: Called with every client's events.
         correlation_header: The header that carries the correlation id
             (default ``X-Correlation-ID``); None sends none.
+        correlation: Where each call's id is read first, such as
+            ``mediator.current_correlation_id``, so HTTP calls carry the id of
+            the mediator's audit records; a valid id it returns is sent, else
+            the id of `correlation_id`, else a new one (see
+            `HttpClientFactory`).
 
     Every option is read and checked on this call, naming the client at fault,
     and so is the configuration's use of names: a ``resilience.http.clients``
@@ -61,6 +66,7 @@ class HttpClientsModule(Module):
         ValueError: A name is added twice, configuration is for a client the
             factory does not have, or `correlation_header` is not a header name
             or names one httpx sets itself (`Host`, ...).
+        TypeError: `correlation` is neither callable nor None.
 
     Example:
         >>> import asyncio, httpx
@@ -94,6 +100,7 @@ class HttpClientsModule(Module):
         clock: Clock | None = None,
         listeners: Sequence[HttpEventListener] = (),
         correlation_header: str | None = DEFAULT_CORRELATION_HEADER,
+        correlation: Callable[[], str | None] | None = None,
     ) -> None:
         def add_clients(factory: HttpClientFactory) -> None:
             if configure is not None:
@@ -107,6 +114,7 @@ class HttpClientsModule(Module):
             clock=clock,
             listeners=listeners,
             correlation_header=correlation_header,
+            correlation=correlation,
         )
 
     def configure(self, binder: Binder) -> None:

@@ -6,8 +6,9 @@ The recipe, in order:
   database's unit of work, the mediator's retry, the named HTTP clients) and
   closes the clients and the engine when the application stops;
 - `mediator_of`, a FastAPI dependency, hands each endpoint the mediator;
-- the middlewares carry the caller's deadline and correlation id in, and turn
-  what escapes a handler into the answer it means.
+- the middlewares set each request's correlation id (one for the audit
+  records and the HTTP calls), carry the caller's deadline in, and turn what
+  escapes a handler into the answer it means.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ from http_resilience import (
     remaining_time,
 )
 from http_resilience.injector import HttpClientsModule
-from mediator import Mediator, MediatorModule
+from mediator import Mediator, MediatorModule, current_correlation_id
+from mediator.asgi import DomainErrorMiddleware, RequestContextMiddleware
 from mediator.sqlalchemy import SqlAlchemyModule
 from mediator_resilience import ResilienceMediatorModule
 from webapi.domain import HANDLERS, INVENTORY, Base, Order, OrderView, PlaceOrder
@@ -81,6 +83,8 @@ def create_app(settings: Settings) -> FastAPI:
                         transport=settings.inventory_transport,
                     ),
                     listeners=settings.listeners,
+                    # The inventory calls carry the id the audit records carry.
+                    correlation=current_correlation_id,
                 ),
             ]
         )
@@ -108,9 +112,13 @@ def create_app(settings: Settings) -> FastAPI:
             {"title": "the inventory is unavailable", "status": 503}, status_code=503
         )
 
-    # The last added is the outermost.
+    # The last added is the outermost: the request's correlation id and
+    # caller first, then the caller's deadline and retry, then what escapes a
+    # handler: a domain error, or an outage of the inventory.
     app.add_middleware(ResilienceErrorMiddleware)
+    app.add_middleware(DomainErrorMiddleware)
     app.add_middleware(ResilienceContextMiddleware)
+    app.add_middleware(RequestContextMiddleware)
     return app
 
 

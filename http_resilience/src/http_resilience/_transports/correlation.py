@@ -12,6 +12,13 @@ whose request httpx builds with the extensions of the one before.
 A header the request already has (set by the caller, or a client default) is
 left as it is.
 
+A factory may be given a source of ids of its own (`correlation_stamp`'s
+`source`, such as ``mediator.current_correlation_id``), so the HTTP calls of a
+request carry the id its other records carry. The source is asked once per
+call, on its first attempt, and only a valid id it returns is taken; else the
+rule above holds. Any callable of no argument will do: this package knows no
+other package's context.
+
 The stamp is on the path of every attempt, so it is kept to a few list and
 dictionary operations: a new id is a per-process random prefix and a counter
 (`new_correlation_id`), not a fresh read of the system's random source, and the
@@ -26,7 +33,7 @@ import itertools
 import os
 import re
 import secrets
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Final
@@ -39,6 +46,8 @@ from http_resilience._core.raw_headers import KEEPS_TRIPLES, LOWER_KEY, triples
 __all__ = [
     "CORRELATION_EXTENSION",
     "DEFAULT_CORRELATION_HEADER",
+    "CorrelationSource",
+    "check_correlation_source",
     "check_header_name",
     "correlation_id",
     "correlation_stamp",
@@ -67,6 +76,14 @@ _RESERVED: Final = frozenset(
         "transfer-encoding",
     }
 )
+
+CorrelationSource = Callable[[], str | None]
+"""Where a factory's clients read a call's id first: a callable of no argument.
+
+What it returns is checked on every call: anything but a valid id (None, an
+empty or overlong string, a character outside visible ASCII, not a string at
+all) falls back to this package's own rule.
+"""
 
 _current: ContextVar[str | None] = ContextVar(
     "http_resilience_correlation_id", default=None
@@ -192,11 +209,41 @@ def check_header_name(name: str) -> str:
     return name
 
 
-def correlation_stamp(header: str) -> Stamp:
+def check_correlation_source(
+    correlation: CorrelationSource | None,
+) -> CorrelationSource | None:
+    """`correlation` if it is None or callable.
+
+    Raises:
+        TypeError: It is neither; the message names the argument.
+    """
+    if correlation is not None and not callable(correlation):
+        raise TypeError(
+            "correlation must be a callable that returns the current correlation "
+            f"id (or None), got {type(correlation).__name__}"
+        )
+    return correlation
+
+
+def _from(source: CorrelationSource) -> str:
+    """The id `source` gives if it is a valid one, else this package's own."""
+    given = source()
+    if isinstance(given, str) and _VALUE.fullmatch(given) is not None:
+        return given
+    return _current.get() or new_correlation_id()
+
+
+def correlation_stamp(header: str, source: CorrelationSource | None = None) -> Stamp:
     """What writes the call's id into each attempt's `header`.
 
     The resilient transport runs it on the copy it makes of every attempt
     (its `_stamp`), with the request the attempt copies.
+
+    Args:
+        header: The header that carries the id.
+        source: Asked first, once per call, for the call's id; what it gives
+            is taken only when it is a valid id (1 to 200 visible ASCII
+            characters). An exception it raises fails the call.
     """
     raw_key = header.encode("ascii")
     lowered = raw_key.lower()
@@ -205,7 +252,10 @@ def correlation_stamp(header: str) -> Stamp:
         extensions = request.extensions
         chosen = extensions.get(CORRELATION_EXTENSION)
         if not isinstance(chosen, str):
-            chosen = _current.get() or new_correlation_id()
+            if source is None:
+                chosen = _current.get() or new_correlation_id()
+            else:
+                chosen = _from(source)
             extensions[CORRELATION_EXTENSION] = chosen
         return chosen
 
@@ -217,9 +267,13 @@ def correlation_stamp(header: str) -> Stamp:
         extensions = request.extensions
         chosen = extensions.get(CORRELATION_EXTENSION)
         if not isinstance(chosen, str):
-            chosen = _current.get() or new_correlation_id()
+            if source is None:
+                chosen = _current.get() or new_correlation_id()
+            else:
+                chosen = _from(source)
             extensions[CORRELATION_EXTENSION] = chosen
-        # Visible ASCII: `correlation_id` and `new_correlation_id` make no other.
+        # Visible ASCII: `correlation_id`, `_from` and `new_correlation_id` make
+        # no other.
         entries.append((raw_key, lowered, chosen.encode("ascii")))
 
     def stamp_through_mapping(attempt: httpx.Request, request: httpx.Request) -> None:

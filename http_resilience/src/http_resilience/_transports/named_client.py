@@ -27,6 +27,7 @@ from http_resilience._strategies.standard import HttpResilienceOptions
 from http_resilience._transports.client import build_async_client
 from http_resilience._transports.client_sync import build_client
 from http_resilience._transports.correlation import (
+    CorrelationSource,
     correlation_stamp,
 )
 from http_resilience._transports.transport import (
@@ -131,14 +132,18 @@ class NamedClient:
         header: str | None,
         clock: Clock | None,
         listeners: Sequence[HttpEventListener],
+        correlation: CorrelationSource | None = None,
     ) -> httpx.AsyncClient:
         """The async client, its attempts stamped with `header` (None: no stamp).
+
+        The id stamped is `correlation`'s when it gives a valid one (see
+        `correlation_stamp`).
 
         Raises:
             TypeError: The recipe has no async twin (`no_async`).
         """
         self._refuse(self.no_async, "")
-        arguments, stamp = self._stamped(header)
+        arguments, stamp = self._stamped(header, correlation)
         return build_async_client(
             self.name,
             self.options,
@@ -156,6 +161,7 @@ class NamedClient:
         header: str | None,
         clock: Clock | None,
         listeners: Sequence[HttpEventListener],
+        correlation: CorrelationSource | None = None,
     ) -> httpx.Client:
         """The sync twin of `build_async`.
 
@@ -163,7 +169,7 @@ class NamedClient:
             TypeError: The recipe has no sync twin (`no_sync`).
         """
         self._refuse(self.no_sync, f": ask for async_client({self.name!r})")
-        arguments, stamp = self._stamped(header)
+        arguments, stamp = self._stamped(header, correlation)
         return build_client(
             self.name,
             self.options,
@@ -175,10 +181,14 @@ class NamedClient:
             **arguments,
         )
 
-    def _stamped(self, header: str | None) -> tuple[dict[str, Any], Stamp | None]:
+    def _stamped(
+        self, header: str | None, correlation: CorrelationSource | None
+    ) -> tuple[dict[str, Any], Stamp | None]:
         """The client's arguments, and the stamp that writes `header` (None: none)."""
         arguments = dict(self.arguments)
-        return arguments, None if header is None else correlation_stamp(header)
+        if header is None:
+            return arguments, None
+        return arguments, correlation_stamp(header, correlation)
 
     def _refuse(self, reason: str | None, hedging_hint: str) -> None:
         if reason is not None:

@@ -1,0 +1,1 @@
+"""The pure-ASGI middlewares of `mediator.asgi`: one module per middleware."""

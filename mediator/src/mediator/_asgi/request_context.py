@@ -1,0 +1,180 @@
+"""`RequestContextMiddleware`: each HTTP request's correlation id and principal."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import re
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Final, cast
+
+from mediator._asgi.types import (
+    PRINCIPAL_SCOPE_KEY,
+    ASGIApp,
+    Message,
+    Receive,
+    Scope,
+    Send,
+    check_app,
+    check_header_name,
+)
+from mediator._context import Principal, acting_as, correlation_id
+
+__all__ = [
+    "DEFAULT_CORRELATION_HEADER",
+    "MAX_CORRELATION_LENGTH",
+    "PrincipalOf",
+    "RequestContextMiddleware",
+]
+
+DEFAULT_CORRELATION_HEADER: Final = "X-Correlation-ID"
+MAX_CORRELATION_LENGTH: Final = 128
+"""The longest correlation id taken from a caller, in characters."""
+
+# Visible ASCII, no spaces: what any server, proxy and log line takes as is.
+_ID: Final = re.compile(rb"[!-~]{1,%d}" % MAX_CORRELATION_LENGTH)
+
+PrincipalOf = Callable[[Scope], "Principal | Awaitable[Principal | None] | None"]
+"""Who sends the request, read from its ASGI scope; sync or ``async def``."""
+
+
+class RequestContextMiddleware:
+    """Sets each HTTP request's correlation id and principal for its handlers.
+
+    Per ``http`` request, around the wrapped app:
+
+    - the correlation id (`correlation_id`, which audit records carry) is the
+      one the caller sent in `correlation_header`, when it is 1 to 128
+      visible ASCII characters without spaces; else (none sent, or one
+      malformed, which is never an error) a new UUID. The response carries it
+      back in the same header, unless the app set that header itself;
+    - the principal (`acting_as`) is what `principal` returns for the
+      request's scope, when `principal` is given: None for an anonymous
+      caller. It is also left in the scope (under ``"mediator.principal"``),
+      so a `DomainErrorMiddleware` outside this one tells 401 from 403.
+
+    Both are reset when the request ends. Tasks the handlers start inherit
+    them, as they inherit any context variable. Scopes other than ``http``
+    (``websocket``, ``lifespan``) pass through untouched.
+
+    To send the same id on the HTTP calls the handlers make, give
+    `http_resilience`'s clients ``correlation=mediator.current_correlation_id``.
+
+    Args:
+        app: The ASGI application to wrap.
+        principal: Called once per request with its ASGI scope, for the
+            principal; a plain function or an ``async def`` one (told apart
+            once, here). Put it inside the middleware that authenticates:
+            Starlette's ``AuthenticationMiddleware`` leaves ``scope["user"]``.
+            None leaves the principal as it is.
+        correlation_header: The header the id is read from and echoed in;
+            default ``X-Correlation-ID``.
+
+    Raises:
+        TypeError: `app` or `principal` is not callable, or
+            `correlation_header` is not a string. At request time: `principal`
+            returned something other than a `Principal` or None.
+        ValueError: `correlation_header` is not an HTTP header name.
+
+    Example:
+        >>> import asyncio, httpx
+        >>> from mediator import Principal, current_correlation_id
+        >>> from mediator import current_principal
+        >>> async def app(scope, receive, send):
+        ...     seen = f"{current_correlation_id()} {current_principal().id}"
+        ...     await send({"type": "http.response.start", "status": 200})
+        ...     await send({"type": "http.response.body", "body": seen.encode()})
+        >>> wrapped = RequestContextMiddleware(
+        ...     app, principal=lambda scope: Principal("u-1")
+        ... )
+        >>> async def main():
+        ...     transport = httpx.ASGITransport(app=wrapped)
+        ...     async with httpx.AsyncClient(transport=transport) as client:
+        ...         response = await client.get(
+        ...             "http://shop/", headers={"X-Correlation-ID": "order-42"}
+        ...         )
+        ...     return response.text, response.headers["X-Correlation-ID"]
+        >>> asyncio.run(main())
+        ('order-42 u-1', 'order-42')
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        principal: PrincipalOf | None = None,
+        correlation_header: str = DEFAULT_CORRELATION_HEADER,
+    ) -> None:
+        check_app(app)
+        if principal is not None and not callable(principal):
+            raise TypeError(
+                "principal must be a callable that takes the ASGI scope and "
+                f"returns a Principal or None, got {type(principal).__name__}"
+            )
+        self.app = app
+        self.principal = principal
+        self.correlation_header = correlation_header
+        self._header = check_header_name(correlation_header, "correlation_header")
+        self._awaits = principal is not None and _is_async(principal)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Run the app with the request's correlation id and principal set."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        chosen = self._inbound(scope) or str(uuid.uuid4())
+        echoed = chosen.encode("ascii")
+        header = self._header
+
+        async def echoing(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", ()))
+                if all(bytes(name).lower() != header for name, _ in headers):
+                    headers.append((header, echoed))
+                    message = {**message, "headers": headers}
+            await send(message)
+
+        with correlation_id(chosen):
+            if self.principal is None:
+                await self.app(scope, receive, echoing)
+                return
+            principal = await self._principal_of(self.principal, scope)
+            scope[PRINCIPAL_SCOPE_KEY] = principal
+            with acting_as(principal):
+                await self.app(scope, receive, echoing)
+
+    def _inbound(self, scope: Scope) -> str | None:
+        """The caller's id, when it sent a valid one (the first it sent)."""
+        for name, value in scope.get("headers", ()):
+            if bytes(name).lower() == self._header:
+                raw = bytes(value)
+                return raw.decode("ascii") if _ID.fullmatch(raw) else None
+        return None
+
+    async def _principal_of(self, read: PrincipalOf, scope: Scope) -> Principal | None:
+        # Checked whatever the annotations say: the callable is the user's.
+        found = cast("object", read(scope))
+        if self._awaits or (
+            found is not None
+            and not isinstance(found, Principal)
+            and inspect.isawaitable(found)
+        ):
+            # A plain callable may still hand back an awaitable (a lambda
+            # around an async function): awaited, as an async one is.
+            found = await cast("Awaitable[object]", found)
+        if found is None or isinstance(found, Principal):
+            return found
+        raise TypeError(
+            "the principal callable must return a Principal or None, got "
+            f"{type(found).__name__}"
+        )
+
+
+def _is_async(call: object) -> bool:
+    """True when calling `call` returns a coroutine (told once, at construction)."""
+    while isinstance(call, functools.partial):
+        call = cast("functools.partial[object]", call).func
+    return inspect.iscoroutinefunction(call) or inspect.iscoroutinefunction(
+        type(call).__call__  # an object whose __call__ is async def
+    )

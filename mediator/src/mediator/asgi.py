@@ -1,0 +1,19 @@
+"""Pure-ASGI middlewares for web services that send through a mediator.
+
+They take only the ASGI interface, so Starlette, FastAPI and any ASGI server
+take them, and `mediator` depends on no web framework:
+
+- `DomainErrorMiddleware` answers the domain errors a handler raises with RFC
+  9457 problem details (422, 404, 403 or 401, 409, 503);
+- `RequestContextMiddleware` sets each request's correlation id (from the
+  caller's header, or a new one, echoed on the answer) and its principal.
+
+Example:
+    >>> async def app(scope, receive, send): ...
+    >>> wrapped = RequestContextMiddleware(DomainErrorMiddleware(app))
+"""
+
+from mediator._asgi.domain_errors import DomainErrorMiddleware
+from mediator._asgi.request_context import RequestContextMiddleware
+
+__all__ = ["DomainErrorMiddleware", "RequestContextMiddleware"]
