@@ -62,6 +62,7 @@ from http_resilience._core.events import CLOSED, HALF_OPEN, OPEN, BreakerState
 from http_resilience._core.fields import FROZEN, Count, Ratio, StatusCodes
 from http_resilience._core.pipeline import AsyncHandler, Call, SyncHandler
 from http_resilience._core.telemetry import Telemetry
+from http_resilience._strategies.breaker_control import ManualState
 
 __all__ = [
     "DEFAULT_BREAKER_PER_HOST",
@@ -257,6 +258,8 @@ class CircuitBreaker:
                 ):
                     self._open(now)
         elif ticket == PROBE:
+            if self._state is not HALF_OPEN:
+                return  # a probe sent before an operator closed the breaker
             self._probing = False
             if failed:
                 self._open(now)
@@ -268,6 +271,17 @@ class CircuitBreaker:
         """Give back `ticket` without an outcome; a probe's turn passes on."""
         if ticket == PROBE:
             self._probing = False
+
+    def close(self) -> None:
+        """Close the breaker now and forget its window: an operator's reset.
+
+        The outcome of a probe sent before is then ignored.
+        """
+        self._reset()
+        self._probing = False
+        self._open_until = -math.inf
+        if self._state is not CLOSED:
+            self._change(CLOSED)
 
     def _slide(self, bucket: int) -> None:
         if not self._total:
@@ -508,6 +522,22 @@ class HostRegistry:
         """The hosts held: closed ones least recently used first, then the rest."""
         return [*self._closed, *self._held]
 
+    def items(self) -> list[tuple[str, CircuitBreaker]]:
+        """Each host held and its breaker, then the overflow breaker if made.
+
+        From another thread too: each part is copied in one step, which no
+        other thread interrupts (the keys are strings: no Python code runs).
+        """
+        items = [*self._closed.items(), *self._held.items()]
+        if self._overflow is not None:
+            items.append((OVERFLOW_HOST, self._overflow))
+        return items
+
+    def find(self, key: str) -> CircuitBreaker | None:
+        """The breaker of host `key` if one is held; nothing is made or marked."""
+        found = self._closed.get(key)
+        return self._held.get(key) if found is None else found
+
     def breaker(self, key: str) -> CircuitBreaker:
         """The breaker of host `key`, made on first use; marks it recently used."""
         found = self._closed.get(key)
@@ -592,18 +622,28 @@ class BreakerStrategy:
         clock: The breaker's time.
         telemetry: Where transitions and rejections are reported.
 
+    An operator's orders (`manual`) come first: an isolated host is refused
+    whatever its breaker says, and a reset closes a breaker before the next
+    attempt is let through.
+
     Attributes:
         breaker: The breaker that guards a host (given its normalised key).
+        breakers: Each breaker made so far and the host it guards (``"*"``
+            for the one breaker every host shares).
         now: Reads the breaker's clock.
+        manual: The hosts an operator isolated, and the resets to carry out.
     """
 
     __slots__ = (
         "_classify",
         "_options",
         "_registry",
+        "_shared",
         "_telemetry",
         "breaker",
+        "breakers",
         "failed",
+        "manual",
         "now",
     )
 
@@ -619,13 +659,18 @@ class BreakerStrategy:
         self._telemetry = telemetry
         self.failed = failure_table(options.breaker_on_status)
         self._classify = options.should_break
+        self.manual = ManualState()
         self._registry: HostRegistry | None = None
+        self._shared: CircuitBreaker | None = None
         if options.breaker_per_host:
             registry = HostRegistry(
                 options.maximum_hosts, self._new_breaker, telemetry.breaker
             )
             self._registry = registry
             self.breaker: Callable[[str], CircuitBreaker] = registry.breaker
+            self.breakers: Callable[[], list[tuple[str, CircuitBreaker]]] = (
+                registry.items
+            )
         else:
 
             def moved(
@@ -633,8 +678,10 @@ class BreakerStrategy:
             ) -> None:
                 telemetry.breaker(SHARED_HOST, previous, current)
 
-            shared = self._new_breaker(moved)
+            shared = self._shared = self._new_breaker(moved)
+            shared.key = SHARED_HOST
             self.breaker = lambda host: shared
+            self.breakers = lambda: [(SHARED_HOST, shared)]
 
     @property
     def registry(self) -> HostRegistry | None:
@@ -656,8 +703,13 @@ class BreakerStrategy:
 
         Raises:
             BrokenCircuitError: The breaker is open, or half-open with its
-                probe in flight.
+                probe in flight, or an operator isolated the host.
         """
+        if self.manual.pending and self._obey(call):
+            self._telemetry.rejection(call.method, call.host, "circuit_open")
+            raise BrokenCircuitError(
+                f"{call.where()}: circuit isolated by an operator, request not sent"
+            )
         ticket = breaker.acquire(self.now())
         if ticket == REJECTED:
             self._telemetry.rejection(call.method, call.host, "circuit_open")
@@ -666,6 +718,19 @@ class BreakerStrategy:
                 retry_after=breaker.retry_after(self.now()),
             )
         return ticket
+
+    def _obey(self, call: Call) -> bool:
+        """Carry out the resets waiting; whether the call's host is isolated."""
+        manual = self.manual
+        for key in manual.take_resets():
+            if self._registry is not None:
+                found = self._registry.find(key)
+            else:
+                found = self._shared if key == SHARED_HOST else None
+            if found is not None:
+                found.close()
+        key = call.host if self._registry is not None else SHARED_HOST
+        return key in manual.isolated
 
     def is_failure(self, response: httpx.Response) -> bool:
         """Whether an answer counts against the host."""
@@ -710,18 +775,28 @@ class BreakerStrategy:
 class AsyncBreaker:
     """`BreakerStrategy` on an event loop: no lock, one loop at a time."""
 
-    __slots__ = ("_next", "strategy")
+    __slots__ = ("_manual", "_next", "strategy")
 
     def __init__(self, next: AsyncHandler, strategy: BreakerStrategy) -> None:
         self._next = next
         self.strategy = strategy
+        self._manual = strategy.manual
+
+    def breakers(self) -> list[tuple[str, CircuitBreaker]]:
+        """`BreakerStrategy.breakers`."""
+        return self.strategy.breakers()
 
     async def handle(self, request: httpx.Request, call: Call) -> httpx.Response:
         """Ask the breaker, send one attempt, tell the breaker how it went."""
         strategy = self.strategy
         breaker = strategy.breaker(call.host)
-        # Closed, the breaker lets every attempt through: no need to read time.
-        ticket = PASS if breaker.closed else strategy.acquire(breaker, call)
+        # Closed, the breaker lets every attempt through: no need to read time,
+        # unless an operator has a say.
+        ticket = (
+            PASS
+            if breaker.closed and not self._manual.pending
+            else strategy.acquire(breaker, call)
+        )
         try:
             response = await self._next.handle(request, call)
         except BaseException as exc:
@@ -755,6 +830,7 @@ class SyncBreaker:
         "_classified",
         "_failed",
         "_lock",
+        "_manual",
         "_next",
         "_now",
         "_seen",
@@ -771,16 +847,27 @@ class SyncBreaker:
         self._bound = strategy.maximum_hosts
         self._failed = strategy.failed
         self._classified = strategy.options.should_break is not None
+        self._manual = strategy.manual
+
+    def breakers(self) -> list[tuple[str, CircuitBreaker]]:
+        """`BreakerStrategy.breakers`, read under the lock."""
+        with self._lock:
+            return self.strategy.breakers()
 
     def handle_sync(self, request: httpx.Request, call: Call) -> httpx.Response:
         """Ask the breaker, send one attempt, tell the breaker how it went."""
         strategy = self.strategy
         host = call.host
+        manual = self._manual
         breaker, seen = self._seen.get(host, _UNSEEN)
-        if breaker is None or not breaker.closed:
+        if breaker is None or not breaker.closed or manual.pending:
             with self._lock:
                 breaker, seen = self._see(host)
-                ticket = PASS if breaker.closed else strategy.acquire(breaker, call)
+                ticket = (
+                    PASS
+                    if breaker.closed and not manual.pending
+                    else strategy.acquire(breaker, call)
+                )
         else:
             ticket = PASS
         try:

@@ -137,6 +137,31 @@ class RetryBudget:
         """Retries charged in the window, as of the last change."""
         return self._total_withdrawals
 
+    def usage(self, now: float) -> tuple[int, int, int]:
+        """First attempts, retries and the retries allowed in the window at `now`.
+
+        Reads only, without the lock: the window is not moved, so a reader on
+        another thread never races the event loop's `deposit_in_loop`.
+
+        Example:
+            >>> budget = RetryBudget(ratio=0.5, min_per_second=0, window=10.0, now=0.0)
+            >>> for _ in range(4):
+            ...     budget.deposit(0.0)
+            >>> budget.withdraw(1.0)
+            True
+            >>> budget.usage(2.0), budget.usage(11.5)
+            ((4, 1, 2), (0, 0, 0))
+        """
+        bucket = int(now // self._width)
+        head = self._bucket
+        deposits = withdrawals = 0
+        for passed in range(max(head, bucket) - BUCKETS + 1, head + 1):
+            deposits += self._deposits[passed % BUCKETS]
+            withdrawals += self._withdrawals[passed % BUCKETS]
+        floor = min(self._per_second * (now - self._born), self._floor_cap)
+        allowed = int(self._ratio * deposits + floor + _SLACK)
+        return deposits, withdrawals, allowed
+
     def deposit(self, now: float) -> None:
         """Count a first attempt, at `now`; from any thread."""
         with self._lock:
@@ -245,6 +270,10 @@ class BudgetRegistry:
         """The hosts held, least recently used first."""
         return list(self._budgets)
 
+    def items(self) -> list[tuple[str, RetryBudget]]:
+        """Each host held and its budget; copied in one step, from any thread."""
+        return [*self._budgets.items()]
+
     def budget(self, key: str) -> RetryBudget:
         """The budget of host `key`, made on first use; marks it recently used."""
         budgets = self._budgets
@@ -275,10 +304,12 @@ class BudgetStrategy:
 
     Attributes:
         budget: The budget of a host (given its normalised key).
+        budgets: Each budget made so far and its host (``"*"`` for the one
+            budget every host shares).
         now: Reads the budget's clock.
     """
 
-    __slots__ = ("_registry", "budget", "now")
+    __slots__ = ("_registry", "budget", "budgets", "now")
 
     def __init__(self, *, options: RetryBudgetOptions, clock: Clock) -> None:
         self.now = now = reader(clock)
@@ -296,9 +327,11 @@ class BudgetStrategy:
             registry = BudgetRegistry(options.maximum_hosts, new_budget)
             self._registry = registry
             self.budget: Callable[[str], RetryBudget] = registry.budget
+            self.budgets: Callable[[], list[tuple[str, RetryBudget]]] = registry.items
         else:
             shared = new_budget()
             self.budget = lambda host: shared
+            self.budgets = lambda: [("*", shared)]
 
     @property
     def registry(self) -> BudgetRegistry | None:

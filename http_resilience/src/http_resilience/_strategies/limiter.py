@@ -115,6 +115,11 @@ class AsyncConcurrencyLimiter:
         """Permits held."""
         return self._limit.in_use
 
+    @property
+    def counts(self) -> ConcurrencyLimit:
+        """The counts, to read: permits, in use, queued, the queue's limit."""
+        return self._limit
+
     async def wait(self) -> None:
         """Wait, after `QUEUED`, until a permit is handed over; cancellable."""
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -159,6 +164,11 @@ class ConcurrencyLimiter:
     def in_use(self) -> int:
         """Permits held."""
         return self._limit.in_use
+
+    @property
+    def counts(self) -> ConcurrencyLimit:
+        """The counts, to read: permits, in use, queued, the queue's limit."""
+        return self._limit
 
     def enter(self) -> bool:
         """Take a permit, waiting in the queue if need be; False when refused."""

@@ -20,6 +20,7 @@ from http_resilience._transports.client_arguments import resolve, split_argument
 from http_resilience._transports.client_sync import (  # unasync: async-only
     create_client as create_client,
 )
+from http_resilience._transports.client_transports import remember_transports
 from http_resilience._transports.transport import AsyncResilientTransport
 
 __all__ = ["build_async_client", "create_async_client"]
@@ -120,13 +121,15 @@ def build_async_client(
     if transport is None:
         transport = httpx.AsyncHTTPTransport(**building)
 
+    built: list[AsyncResilientTransport] = []
+
     def resilient(inner: object) -> AsyncResilientTransport:
         if not isinstance(inner, httpx.AsyncBaseTransport):
             raise TypeError(
                 f"HTTP client {name!r}: an async client needs async transports, "
                 f"got {type(inner).__qualname__}"
             )
-        return AsyncResilientTransport(
+        made = AsyncResilientTransport(
             inner,
             options=resolved,
             pipeline=custom,
@@ -136,8 +139,10 @@ def build_async_client(
             deadline_header=deadline_header,
             _stamp=stamp,
         )
+        built.append(made)
+        return made
 
-    return httpx.AsyncClient(
+    client = httpx.AsyncClient(
         transport=resilient(transport),
         mounts={
             pattern: None if mounted is None else resilient(mounted)
@@ -145,3 +150,4 @@ def build_async_client(
         },
         **httpx_kwargs,
     )
+    return remember_transports(client, built)

@@ -16,6 +16,7 @@ from http_resilience._core.pipeline import Stamp
 from http_resilience._strategies.pipeline import ResiliencePipeline
 from http_resilience._strategies.standard import HttpResilienceOptions
 from http_resilience._transports.client_arguments import resolve, split_arguments
+from http_resilience._transports.client_transports import remember_transports
 from http_resilience._transports.transport import ResilientTransport
 
 __all__ = ["build_client", "create_client"]
@@ -116,13 +117,15 @@ def build_client(
     if transport is None:
         transport = httpx.HTTPTransport(**building)
 
+    built: list[ResilientTransport] = []
+
     def resilient(inner: object) -> ResilientTransport:
         if not isinstance(inner, httpx.BaseTransport):
             raise TypeError(
                 f"HTTP client {name!r}: a sync client needs sync transports, "
                 f"got {type(inner).__qualname__}"
             )
-        return ResilientTransport(
+        made = ResilientTransport(
             inner,
             options=resolved,
             pipeline=custom,
@@ -132,8 +135,10 @@ def build_client(
             deadline_header=deadline_header,
             _stamp=stamp,
         )
+        built.append(made)
+        return made
 
-    return httpx.Client(
+    client = httpx.Client(
         transport=resilient(transport),
         mounts={
             pattern: None if mounted is None else resilient(mounted)
@@ -141,3 +146,4 @@ def build_client(
         },
         **httpx_kwargs,
     )
+    return remember_transports(client, built)

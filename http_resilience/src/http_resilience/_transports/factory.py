@@ -12,11 +12,13 @@ import httpx
 
 from http_resilience._core.clock import Clock
 from http_resilience._core.events import HttpEventListener
+from http_resilience._health.snapshot import ClientHealth, health
 from http_resilience._strategies.pipeline import ResiliencePipeline
 from http_resilience._strategies.standard import HttpResilienceOptions
 from http_resilience._transports.client_names import check_client_names
 from http_resilience._transports.correlation import (
     DEFAULT_CORRELATION_HEADER,
+    check_correlation_source,
     check_header_name,
 )
 from http_resilience._transports.named_client import NamedClient
@@ -56,9 +58,12 @@ class HttpClientFactory:
     Each client sends a correlation id in `correlation_header` on every
     attempt (hedged copies included): the id set with `correlation_id`
     around the call, else a new one per call, the same on each of its
-    attempts. A header the request already carries is left alone. Add to a
-    client's ``event_hooks["request"]`` rather than replacing the list: one
-    of the hooks picks each call's id.
+    attempts. Given `correlation`, the id it returns comes first, so the
+    calls carry the id the rest of the application uses (one line of wiring:
+    ``correlation=mediator.current_correlation_id``). A header the request
+    already carries is left alone. Add to a client's
+    ``event_hooks["request"]`` rather than replacing the list: one of the
+    hooks picks each call's id.
 
     Args:
         configure: Called once, here, with the factory, to `add` clients;
@@ -71,6 +76,11 @@ class HttpClientFactory:
         clock: Every client's clock; `FakeClock` in tests.
         listeners: Called with every client's events (each names its client).
         correlation_header: The header that carries the id; None sends none.
+        correlation: Called once per call, on its first attempt, for the
+            call's id; a valid id it returns (1 to 200 visible ASCII
+            characters) is sent, anything else (None included) falls back to
+            the rule above. Any callable of no argument: this package imports
+            no other's context. An exception it raises fails the call.
 
     Raises:
         pydantic.ValidationError: A client's configured options are invalid;
@@ -79,6 +89,7 @@ class HttpClientFactory:
             httpx sets itself (`Host`, `User-Agent`, `Content-Length`, ...);
             or, once the names are fixed, the configuration is for a client
             the factory does not have.
+        TypeError: `correlation` is neither callable nor None.
 
     Example:
         >>> import asyncio
@@ -106,6 +117,7 @@ class HttpClientFactory:
         clock: Clock | None = None,
         listeners: Sequence[HttpEventListener] = (),
         correlation_header: str | None = DEFAULT_CORRELATION_HEADER,
+        correlation: Callable[[], str | None] | None = None,
     ) -> None:
         self._config = config
         self._clock = clock
@@ -115,6 +127,7 @@ class HttpClientFactory:
             if correlation_header is None
             else check_header_name(correlation_header)
         )
+        self._correlation = check_correlation_source(correlation)
         self._lock = threading.Lock()
         self._clients = {
             DEFAULT_CLIENT: NamedClient.checked(
@@ -236,6 +249,28 @@ class HttpClientFactory:
         """
         return self._get(name, self._sync, self._build_sync)
 
+    def health(self) -> tuple[ClientHealth, ...]:
+        """What the breakers, limiters and budgets of every client built say now.
+
+        One `ClientHealth` per client the factory has built, by name, the
+        async client before the sync one of the same name; a client not built
+        yet has nothing to report. Thread-safe; sends nothing.
+
+        Example:
+            >>> factory = HttpClientFactory()
+            >>> _ = factory.client()
+            >>> [(each.client, each.sync) for each in factory.health()]
+            [('default', True)]
+        """
+        built: list[httpx.AsyncClient | httpx.Client] = []
+        with self._lock:
+            for name in sorted(self._clients):
+                if name in self._async:
+                    built.append(self._async[name])
+                if name in self._sync:
+                    built.append(self._sync[name])
+        return tuple(health(client) for client in built)
+
     async def aclose(self) -> None:
         """Close every client the factory built, async and sync; idempotent.
 
@@ -340,10 +375,16 @@ class HttpClientFactory:
 
     def _build_async(self, client: NamedClient) -> httpx.AsyncClient:
         return client.build_async(
-            header=self._header, clock=self._clock, listeners=self._listeners
+            header=self._header,
+            clock=self._clock,
+            listeners=self._listeners,
+            correlation=self._correlation,
         )
 
     def _build_sync(self, client: NamedClient) -> httpx.Client:
         return client.build_sync(
-            header=self._header, clock=self._clock, listeners=self._listeners
+            header=self._header,
+            clock=self._clock,
+            listeners=self._listeners,
+            correlation=self._correlation,
         )

@@ -1,0 +1,1 @@
+"""Health and operator control: what a client's breakers, limiter and budget say."""

@@ -1,0 +1,175 @@
+"""`CircuitControl`: an operator's kill switch for the hosts of one client."""
+
+from __future__ import annotations
+
+import httpx
+
+from http_resilience._core.hosts import host_key
+from http_resilience._core.telemetry import LOGGER
+from http_resilience._health.snapshot import (
+    Target,
+    breaker_strategies,
+    resilient_transports,
+)
+from http_resilience._strategies.breaker import SHARED_HOST, BreakerStrategy
+
+__all__ = ["CircuitControl", "operator_host"]
+
+_GIVE = "give scheme://host[:port], such as 'https://api.example.com'"
+
+
+def operator_host(value: object) -> str:
+    """`value` as a breaker's key: ``scheme://host:port``, or ``"*"`` as it is.
+
+    Raises:
+        TypeError: `value` is not a string.
+        ValueError: `value` is not a host: no scheme or no host, or a path,
+            query, fragment or credentials besides (the message then names
+            the host only, never what came with it).
+    """
+    if not isinstance(value, str):
+        raise TypeError(f"a host is a string; {_GIVE}, got {type(value).__qualname__}")
+    if value == SHARED_HOST:
+        return value
+    try:
+        url = httpx.URL(value)
+    except httpx.InvalidURL:
+        raise ValueError(f"{value!r} is not a host: {_GIVE}") from None
+    if not url.scheme or not url.host:
+        raise ValueError(f"{value!r} is not a host: {_GIVE}")
+    key = host_key(url)
+    if url.userinfo or url.query or url.fragment or url.path != "/":
+        raise ValueError(
+            f"{key!r} was given with a path, query or credentials: {_GIVE}, "
+            "and nothing more"
+        )
+    return key
+
+
+class CircuitControl:
+    """Isolate a host of a client, or reset its breaker: an operator's kill switch.
+
+    `isolate` refuses every call to a host in this process, from the next
+    attempt on, with `BrokenCircuitError` (reported as a `RejectionEvent` of
+    reason ``"circuit_open"``; ``retry_after`` None), whatever its breaker
+    says, until `reset`. A host never called yet can be isolated: its first
+    call is refused. `reset` lifts the isolation and closes the host's
+    breaker, forgetting its window, before the next attempt; an outcome of a
+    probe already in flight is then ignored. `http_resilience.health` reports
+    an isolated host as ``"isolated"``.
+
+    Both are thread-safe and return at once: a control may serve an admin
+    endpoint on any thread while the client runs. The orders live on the
+    client's transports, so every control made for one client sees the same
+    ones; a factory's async and sync clients of one name are two clients.
+    The hosts isolated are kept until reset, however many: they are what an
+    operator asked for, not what traffic brought.
+
+    Args:
+        target: A client made by `create_async_client`, `create_client` or an
+            `HttpClientFactory` (every transport it has, mounts included), or
+            an `AsyncResilientTransport` or `ResilientTransport`.
+
+    Raises:
+        TypeError: `target` is none of these, or an httpx client this package
+            did not build.
+        ValueError: The client's pipeline has no circuit breaker.
+
+    Example:
+        >>> from http_resilience import BrokenCircuitError, create_client
+        >>> client = create_client(
+        ...     "payments",
+        ...     transport=httpx.MockTransport(lambda request: httpx.Response(200)),
+        ... )
+        >>> control = CircuitControl(client)
+        >>> control.isolate("https://payments.example.com")
+        >>> try:
+        ...     client.get("https://payments.example.com/charges")
+        ... except BrokenCircuitError as error:
+        ...     print(error)
+        GET https://payments.example.com:443 (client 'payments'): circuit isolated ...
+        >>> control.reset("https://payments.example.com")
+        >>> client.get("https://payments.example.com/charges").status_code
+        200
+    """
+
+    __slots__ = ("_name", "_strategies")
+
+    def __init__(self, target: Target) -> None:
+        transports = resilient_transports(target, what="CircuitControl()")
+        self._name = transports[0].name
+        self._strategies: list[BreakerStrategy] = [
+            driver.strategy
+            for transport in transports
+            for driver in breaker_strategies(transport)
+        ]
+        if not self._strategies:
+            raise ValueError(
+                f"HTTP client {self._name!r} has no circuit breaker to control"
+            )
+
+    @property
+    def isolated(self) -> tuple[str, ...]:
+        """The hosts isolated now, sorted."""
+        return tuple(
+            sorted({key for s in self._strategies for key in s.manual.isolated})
+        )
+
+    def isolate(self, host: str) -> None:
+        """Refuse every call to `host` from now on, until `reset`.
+
+        Args:
+            host: ``scheme://host[:port]`` (the scheme's port by default), as
+                events name it; ``"*"`` for a client whose hosts share one
+                breaker (``breaker_per_host=False``): every host.
+
+        Raises:
+            TypeError: `host` is not a string.
+            ValueError: `host` is not a host (it is named, without any path,
+                query or credentials given with it), or it names one host of
+                a client whose hosts share one breaker, or ``"*"`` on a client
+                with a breaker per host.
+        """
+        key = self._key(host)
+        changed = [s.manual.isolate(key) for s in self._strategies]
+        if any(changed):
+            LOGGER.warning(
+                "%s (client %r): circuit isolated by an operator", key, self._name
+            )
+
+    def reset(self, host: str) -> None:
+        """Lift an isolation of `host`, and close its breaker, forgetting its window.
+
+        A host neither isolated nor known is left as it is.
+
+        Args:
+            host: As for `isolate`.
+
+        Raises:
+            TypeError: `host` is not a string.
+            ValueError: As for `isolate`.
+        """
+        key = self._key(host)
+        for strategy in self._strategies:
+            strategy.manual.reset(key)
+        LOGGER.warning("%s (client %r): circuit reset by an operator", key, self._name)
+
+    def _key(self, host: str) -> str:
+        key = operator_host(host)
+        for strategy in self._strategies:
+            shared = strategy.registry is None
+            if shared and key != SHARED_HOST:
+                raise ValueError(
+                    f"HTTP client {self._name!r} shares one breaker between its "
+                    f"hosts (breaker_per_host=False), so {key!r} cannot be told "
+                    f"apart: give {SHARED_HOST!r} for every host"
+                )
+            if not shared and key == SHARED_HOST:
+                raise ValueError(
+                    f"HTTP client {self._name!r} has a breaker per host: "
+                    f"{SHARED_HOST!r} is not a host; {_GIVE}"
+                )
+        return key
+
+    def __repr__(self) -> str:
+        return f"CircuitControl(client={self._name!r})"
