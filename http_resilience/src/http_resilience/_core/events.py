@@ -23,6 +23,7 @@ __all__ = [
     "NestedRetryEvent",
     "RejectionEvent",
     "RejectionReason",
+    "RequestEvent",
     "RetryEvent",
     "TimeoutEvent",
 ]
@@ -152,6 +153,35 @@ class NestedRetryEvent:
     suppressed: bool
 
 
+@dataclass(frozen=True, slots=True)
+class RequestEvent:
+    """A logical call ended: all its attempts, waits and refusals behind it.
+
+    Sent only to listeners (never logged), after the events of the call's
+    attempts, when the transport hands back the response's head or raises.
+
+    Attributes:
+        client: The client's name.
+        method: The HTTP method.
+        host: ``scheme://host:port``, normalised; no path, query or userinfo.
+        outcome: The status code of the response returned, as a string
+            ("200", "503"), or the type name of the exception raised
+            ("ConnectError", "BrokenCircuitError", "CancelledError").
+        duration: Seconds from the call's start to its end, on the pipeline's
+            clock; the body is read after it.
+        rejected: True when the call ended refused in this process (an open
+            breaker, a limiter, a spent quota): `BrokenCircuitError` or
+            `RateLimitedError`.
+    """
+
+    client: str
+    method: str
+    host: str
+    outcome: str
+    duration: float
+    rejected: bool = False
+
+
 HttpEvent: TypeAlias = (
     AttemptEvent
     | RetryEvent
@@ -160,6 +190,7 @@ HttpEvent: TypeAlias = (
     | BreakerEvent
     | RejectionEvent
     | TimeoutEvent
+    | RequestEvent
 )
 HttpEventListener: TypeAlias = Callable[[HttpEvent], None]
 """Called with every event, synchronously; it must be quick and must not raise."""

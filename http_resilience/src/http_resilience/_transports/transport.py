@@ -31,6 +31,7 @@ from http_resilience._core.deadline import DEADLINE_HEADER, scope_deadline
 from http_resilience._core.errors import ResilienceLayerError
 from http_resilience._core.events import HttpEventListener
 from http_resilience._core.hosts import host_key
+from http_resilience._core.observed import observe_async, observe_sync
 from http_resilience._core.pipeline import (
     LAYER_MARK,
     AsyncHandler,
@@ -189,6 +190,16 @@ class _Resilient:
     options: HttpResilienceOptions | None
     pipeline: ResiliencePipeline | None
     _will_retry: Callable[[httpx.Request], bool]
+    _built: BuiltPipeline[Any]
+
+    @property
+    def strategies(self) -> tuple[object, ...]:
+        """The strategies this transport built, outermost first.
+
+        What `http_resilience.health` and `CircuitControl` read; the transport
+        sends through them, never you.
+        """
+        return self._built.strategies
 
     def _steps(
         self,
@@ -294,7 +305,9 @@ class AsyncResilientTransport(_Resilient, httpx.AsyncBaseTransport):
         config: The whole configuration mapping, read when `options` is None.
         name: The client's name, in events, logs and errors.
         clock: Where time is read and waits happen; `FakeClock` in tests.
-        listeners: Called with every event (`HttpEventListener`).
+        listeners: Called with every event (`HttpEventListener`); one that
+            also has ``request_started`` is told when each call starts
+            (``http_resilience.otel.HttpTracing`` opens its span there).
         random: Returns a float in [0, 1) for the retry jitter.
         deadline_header: The header each attempt carries with the
             milliseconds its deadline leaves it (an integer), for the server
@@ -362,7 +375,8 @@ class AsyncResilientTransport(_Resilient, httpx.AsyncBaseTransport):
             ),
             self._context(clock, random),
         )
-        self._chain = self._built.handler
+        # With no listener the chain runs as built: a call's end costs nothing.
+        self._chain = observe_async(self._built.handler, self._telemetry, self._now)
         self._will_retry = self._built.will_retry
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
@@ -462,7 +476,7 @@ class ResilientTransport(_Resilient, httpx.BaseTransport):
             ),
             self._context(clock, random),
         )
-        self._chain = self._built.handler
+        self._chain = observe_sync(self._built.handler, self._telemetry, self._now)
         self._will_retry = self._built.will_retry
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:

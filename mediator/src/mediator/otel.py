@@ -1,0 +1,344 @@
+"""OpenTelemetry metrics and traces for the mediator (extra ``otel``).
+
+`TelemetryBehavior` wraps every send and every notification published: one
+span per send, named after the request type, current while the chain runs
+(so the spans of HTTP calls made by the handler are its children), a counter
+of requests by type and outcome class, and a histogram of their duration.
+Its `record_retry` is a retry listener for ``mediator_resilience`` (given by
+structure, so `mediator` never imports that package): retries are counted,
+and each is an event on the send's span.
+
+Nothing here is imported by `mediator` itself. Attributes are bounded: the
+request type's qualified name, an outcome class and an exception's type name;
+never a field value.
+
+Example:
+    >>> from injector import Injector
+    >>> from opentelemetry.sdk.trace import TracerProvider
+    >>> from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    >>> from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+    ...     InMemorySpanExporter,
+    ... )
+    >>> from mediator import Mediator, MediatorModule, Query, QueryHandler
+    >>> class GetPrice(Query[int]):
+    ...     sku: str
+    >>> class GetPriceHandler(QueryHandler[GetPrice, int]):
+    ...     def handle(self, request: GetPrice) -> int:
+    ...         return 42
+    >>> exporter = InMemorySpanExporter()
+    >>> tracer_provider = TracerProvider()
+    >>> tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+    >>> telemetry = TelemetryBehavior(tracer_provider=tracer_provider)
+    >>> mediator = Injector([
+    ...     MediatorModule(
+    ...         lambda m: m.add_handler(GetPriceHandler).add_behavior(telemetry)
+    ...     )
+    ... ]).get(Mediator)
+    >>> mediator.send_sync(GetPrice(sku="A-1"))
+    42
+    >>> [(span.name, span.attributes["mediator.outcome"])
+    ...  for span in exporter.get_finished_spans()]
+    [('GetPrice', 'ok')]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from contextvars import ContextVar
+from typing import Any, ClassVar, Final, Protocol, TypeAlias
+
+from opentelemetry import metrics, trace
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from mediator._behavior import Next, SyncNext
+from mediator._clock import Clock, SystemClock
+from mediator._errors import (
+    BusinessRuleError,
+    ConflictError,
+    DomainError,
+    ForbiddenError,
+    NotFoundError,
+    TransientDatabaseError,
+    ValidationError,
+)
+from mediator._stage import Stage
+
+__all__ = [
+    "DURATION_BUCKETS",
+    "TELEMETRY",
+    "RetryReport",
+    "TelemetryBehavior",
+    "outcome_class",
+]
+
+Attributes: TypeAlias = Mapping[str, str]
+
+INSTRUMENTATION: Final = "mediator"
+"""The meter's and the tracer's name."""
+
+TELEMETRY: Final = Stage(50, "TELEMETRY")
+"""`TelemetryBehavior`'s stage: outside AUDIT, so a send's audit record is
+written inside its span (and a log handler can read the trace id)."""
+
+DURATION_BUCKETS: Final = (
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.075,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    30.0,
+    60.0,
+)
+"""Seconds: the OpenTelemetry conventions' duration boundaries, with 30 and 60
+added (a send's retries can outlast 10 s)."""
+
+# Most specific first: the first class a failure is an instance of names it.
+_DOMAIN_OUTCOMES: Final = (
+    (ValidationError, "validation_error"),
+    (NotFoundError, "not_found"),
+    (ForbiddenError, "forbidden"),
+    (ConflictError, "conflict"),
+    (BusinessRuleError, "business_rule"),
+    (DomainError, "domain_error"),
+    (TransientDatabaseError, "transient"),
+)
+# A failure of the request itself is its answer, not a fault: the span's
+# status is left unset for it, as for an HTTP 4xx on a server span.
+_FAULTS: Final = frozenset({"error", "transient"})
+
+
+def outcome_class(failure: BaseException | None) -> str:
+    """The bounded class of a send's outcome.
+
+    ``"ok"``; for a domain error ``"validation_error"``, ``"not_found"``,
+    ``"forbidden"``, ``"conflict"``, ``"business_rule"`` or
+    ``"domain_error"``; ``"transient"`` for a `TransientDatabaseError`;
+    ``"cancelled"`` for a cancellation (any `BaseException` that is not an
+    `Exception`); ``"error"`` for anything else.
+
+    Example:
+        >>> from mediator import NotFoundError
+        >>> outcome_class(None), outcome_class(NotFoundError("no such order"))
+        ('ok', 'not_found')
+        >>> outcome_class(RuntimeError("boom"))
+        'error'
+    """
+    if failure is None:
+        return "ok"
+    if not isinstance(failure, Exception):
+        return "cancelled"
+    for kind, name in _DOMAIN_OUTCOMES:
+        if isinstance(failure, kind):
+            return name
+    return "error"
+
+
+class RetryReport(Protocol):
+    """What `TelemetryBehavior.record_retry` reads of a retry event.
+
+    ``mediator_resilience.RetryEvent`` has these fields: the behavior's
+    `record_retry` is a listener for it without `mediator` importing it.
+    """
+
+    @property
+    def request_type(self) -> str:
+        """The request class's qualified name."""
+        ...
+
+    @property
+    def attempt(self) -> int:
+        """The attempt that failed (1 for the first)."""
+        ...
+
+    @property
+    def delay(self) -> float:
+        """Seconds before the next attempt."""
+        ...
+
+    @property
+    def exception_type(self) -> str | None:
+        """The failure's qualified name; None when a result was rejected."""
+        ...
+
+
+class TelemetryBehavior:
+    """Records every send as OpenTelemetry metrics and a span.
+
+    Metrics (meter ``mediator``): ``mediator.requests``, a counter of sends and
+    notifications published, and ``mediator.request.duration`` (seconds), both
+    by ``mediator.request.type``, ``mediator.outcome`` (`outcome_class`) and
+    ``error.type`` (the exception's qualified name, on a failure); and
+    ``mediator.retries``, fed by `record_retry`. A retried send counts once
+    in ``mediator.requests``: its attempts are its requests plus its retries.
+
+    Spans (tracer ``mediator``): one per send, named after the request type
+    (its qualified name), of kind INTERNAL, a child of the span current at
+    the send and current while the chain runs. A fault (``"error"``,
+    ``"transient"``) sets its status to ERROR; a domain error is an answer
+    and only sets ``error.type``. No exception message is recorded: it may
+    hold field values.
+
+    Register an instance (``config.add_behavior(TelemetryBehavior(...))``) or,
+    to use the global providers, the class. Its stage is `TELEMETRY`, outside
+    every built-in behavior. It takes no part in streams.
+
+    Args:
+        meter_provider: Where the meter comes from; None: the global one.
+        tracer_provider: Where the tracer comes from; None: the global one.
+        clock: What durations are read from; default `SystemClock`.
+    """
+
+    stage: ClassVar[Stage] = TELEMETRY
+
+    __slots__ = (
+        "_attributes",
+        "_clock",
+        "_current",
+        "_duration",
+        "_requests",
+        "_retries",
+        "_tracer",
+    )
+
+    def __init__(
+        self,
+        *,
+        meter_provider: metrics.MeterProvider | None = None,
+        tracer_provider: trace.TracerProvider | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        meter = metrics.get_meter(INSTRUMENTATION, meter_provider=meter_provider)
+        self._requests = meter.create_counter(
+            "mediator.requests",
+            unit="{request}",
+            description="Requests sent and notifications published, by outcome",
+        )
+        self._duration = meter.create_histogram(
+            "mediator.request.duration",
+            unit="s",
+            description="Duration of sends, all their attempts included",
+            explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
+        )
+        self._retries = meter.create_counter(
+            "mediator.retries",
+            unit="{retry}",
+            description="Retries of sends, by the failure that caused them",
+        )
+        self._tracer = trace.get_tracer(
+            INSTRUMENTATION, tracer_provider=tracer_provider
+        )
+        self._clock = clock or SystemClock()
+        # Which request type the span current in this context belongs to.
+        self._current: ContextVar[tuple[str, trace.Span] | None] = ContextVar(
+            "mediator_otel_send", default=None
+        )
+        self._attributes: dict[tuple[str, str, str | None], Attributes] = {}
+
+    async def handle(self, request: Any, next: Next[Any]) -> Any:
+        """Run the chain inside the send's span; record its outcome."""
+        name = type(request).__qualname__
+        with self._tracer.start_as_current_span(
+            name,
+            kind=SpanKind.INTERNAL,
+            attributes={"mediator.request.type": name},
+            record_exception=False,
+            set_status_on_exception=False,
+        ) as span:
+            token = self._current.set((name, span))
+            started = self._clock.monotonic()
+            try:
+                response = await next()
+            except BaseException as failure:
+                self._record(name, span, started, failure)
+                raise
+            finally:
+                self._current.reset(token)
+            self._record(name, span, started, None)
+            return response
+
+    def handle_sync(self, request: Any, next: SyncNext[Any]) -> Any:
+        """The same on the sync path."""
+        name = type(request).__qualname__
+        with self._tracer.start_as_current_span(
+            name,
+            kind=SpanKind.INTERNAL,
+            attributes={"mediator.request.type": name},
+            record_exception=False,
+            set_status_on_exception=False,
+        ) as span:
+            token = self._current.set((name, span))
+            started = self._clock.monotonic()
+            try:
+                response = next()
+            except BaseException as failure:
+                self._record(name, span, started, failure)
+                raise
+            finally:
+                self._current.reset(token)
+            self._record(name, span, started, None)
+            return response
+
+    def record_retry(self, event: RetryReport) -> None:
+        """A retry listener: count the retry, and add it to the send's span.
+
+        Give it to ``mediator_resilience`` (for example
+        ``ResilienceMediatorModule(listeners=[telemetry.record_retry])``).
+        The reason is the failure's qualified name, or ``"result"`` when a
+        returned value was rejected.
+        """
+        reason = event.exception_type or "result"
+        self._retries.add(
+            1,
+            {
+                "mediator.request.type": event.request_type,
+                "mediator.retry.reason": reason,
+            },
+        )
+        current = self._current.get()
+        if current is not None and current[0] == event.request_type:
+            current[1].add_event(
+                "mediator.retry",
+                {
+                    "mediator.attempt": event.attempt,
+                    "mediator.retry.reason": reason,
+                    "mediator.retry.delay": event.delay,
+                },
+            )
+
+    def _record(
+        self,
+        name: str,
+        span: trace.Span,
+        started: float,
+        failure: BaseException | None,
+    ) -> None:
+        duration = self._clock.monotonic() - started
+        kind = outcome_class(failure)
+        error = None if failure is None else type(failure).__qualname__
+        key = (name, kind, error)
+        attributes = self._attributes.get(key)
+        if attributes is None:
+            attributes = self._attributes[key] = _attributes(name, kind, error)
+        self._requests.add(1, attributes)
+        self._duration.record(duration, attributes)
+        span.set_attribute("mediator.outcome", kind)
+        if error is not None:
+            span.set_attribute("error.type", error)
+            if kind in _FAULTS:
+                span.set_status(Status(StatusCode.ERROR))
+
+
+def _attributes(name: str, kind: str, error: str | None) -> Attributes:
+    attributes = {"mediator.request.type": name, "mediator.outcome": kind}
+    if error is not None:
+        attributes["error.type"] = error
+    return attributes

@@ -1,0 +1,17 @@
+"""The public names of `http_resilience.otel`, pinned."""
+
+from __future__ import annotations
+
+from http_resilience import otel
+
+
+def test_the_public_names_are_pinned_and_documented() -> None:
+    assert otel.__all__ == [
+        "DURATION_BUCKETS",
+        "HttpMetrics",
+        "HttpTracing",
+        "outcome_class",
+    ]
+    for name in ["HttpMetrics", "HttpTracing", "outcome_class"]:
+        assert (getattr(otel, name).__doc__ or "").strip(), name
+    assert list(otel.DURATION_BUCKETS) == sorted(otel.DURATION_BUCKETS)

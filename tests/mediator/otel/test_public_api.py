@@ -1,0 +1,18 @@
+"""The public names of `mediator.otel`, pinned."""
+
+from __future__ import annotations
+
+from mediator import otel
+
+
+def test_the_public_names_are_pinned_and_documented() -> None:
+    assert otel.__all__ == [
+        "DURATION_BUCKETS",
+        "TELEMETRY",
+        "RetryReport",
+        "TelemetryBehavior",
+        "outcome_class",
+    ]
+    for name in ["RetryReport", "TelemetryBehavior", "outcome_class"]:
+        assert (getattr(otel, name).__doc__ or "").strip(), name
+    assert list(otel.DURATION_BUCKETS) == sorted(otel.DURATION_BUCKETS)
