@@ -1,9 +1,10 @@
 """Copy each primitive in tools/primitives/ into every package that keeps one.
 
 The closure rules keep the packages from importing each other, so the clock
-(`Clock`, `SystemClock`, `FakeClock`) and the duration parsing live once here
-and are copied, a header added, into each package. `--check` (run by `make
-lint`) exits 1 when a copy is not what this script would write.
+(`Clock`, `SystemClock`, `FakeClock`), the duration parsing, the testing
+switch (`set_testing`) and the `EventRecorder` live once here and are copied,
+a header added, into each package. `--check` (run by `make lint`) exits 1 when
+a copy is not what this script would write.
 
 Usage::
 
@@ -32,6 +33,14 @@ COPIES: Mapping[str, Sequence[str]] = {
     "durations.py": (
         f"{_HTTP}/_core/durations.py",
         f"{_MEDIATOR_RESILIENCE}/_durations.py",
+    ),
+    "testing_mode.py": (
+        f"{_HTTP}/_core/testing_mode.py",
+        f"{_MEDIATOR_RESILIENCE}/_testing_mode.py",
+    ),
+    "recorder.py": (
+        f"{_HTTP}/_core/recorder.py",
+        f"{_MEDIATOR_RESILIENCE}/_recorder.py",
     ),
 }
 

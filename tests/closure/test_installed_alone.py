@@ -30,6 +30,7 @@ from packaging.version import Version
 from ._process import run
 from ._workspace import (
     BY_DISTRIBUTION,
+    HTTP_RESILIENCE,
     MEDIATOR,
     MEMBER_IDS,
     MEMBERS,
@@ -41,18 +42,38 @@ from ._workspace import (
 
 pytestmark = [pytest.mark.closure, pytest.mark.timeout(300)]
 
+# No web framework in any of them: the ASGI middlewares take only the interface.
+_WEB = frozenset({"fastapi", "starlette"})
 FORBIDDEN_IMPORTS: Mapping[str, frozenset[str]] = {
     "mediator-core": frozenset(
-        {"tenacity", "httpx", "sqlalchemy", "mediator_resilience", "http_resilience"}
-    ),
-    "mediator-resilience": frozenset({"httpx", "http_resilience", "sqlalchemy"}),
-    "http-resilience": frozenset({"mediator", "mediator_resilience", "sqlalchemy"}),
+        {
+            "tenacity",
+            "httpx",
+            "sqlalchemy",
+            "opentelemetry",
+            "mediator_resilience",
+            "http_resilience",
+        }
+    )
+    | _WEB,
+    "mediator-resilience": frozenset({"httpx", "http_resilience", "sqlalchemy"}) | _WEB,
+    "http-resilience": frozenset(
+        {"mediator", "mediator_resilience", "sqlalchemy", "opentelemetry"}
+    )
+    | _WEB,
+}
+
+# A pytest plugin module beside the package, so that pytest loading it (through
+# its entry point) imports nothing of the package before coverage starts.
+PLUGIN_MODULES: Mapping[str, str] = {
+    "mediator-resilience": "_mediator_resilience_pytest.py",
+    "http-resilience": "_http_resilience_pytest.py",
 }
 
 # Top-level packages that only an extra installs: a module needing one of them is
 # skipped here, since the wheel is installed without its extras.
 EXTRA_IMPORTS: Mapping[str, tuple[str, ...]] = {
-    "mediator-core": ("sqlalchemy",),
+    "mediator-core": ("sqlalchemy", "opentelemetry"),
     "mediator-resilience": (),
     "http-resilience": ("injector", "opentelemetry", "redis"),
 }
@@ -286,9 +307,9 @@ def test_wheel_holds_only_its_own_package(member: Member, built: Built) -> None:
         names = wheel.namelist()
     tops = {name.partition("/")[0] for name in names}
     dist_info = f"{member.file_stem}-{member.version()}.dist-info"
-    assert tops == {member.import_name, dist_info}, (
-        f"the {member.distribution} wheel ships {sorted(tops)}"
-    )
+    plugin = PLUGIN_MODULES.get(member.distribution)
+    own = {member.import_name, dist_info} | ({plugin} if plugin else set())
+    assert tops == own, f"the {member.distribution} wheel ships {sorted(tops)}"
     assert f"{member.import_name}/py.typed" in names, "no py.typed in the wheel"
 
 
@@ -299,13 +320,61 @@ def test_mediator_with_its_sqlalchemy_extra_imports_every_module(
     and still nothing forbidden comes along."""
     home = tmp_path_factory.mktemp("mediator-sqlalchemy")
     python = _install_alone(uv, built, MEDIATOR, home, extras=("sqlalchemy",))
-    output = run(python, "-I", "-W", "error", PROBE, MEDIATOR.import_name, cwd=home)
+    output = run(
+        python,
+        "-I",
+        "-W",
+        "error",
+        PROBE,
+        MEDIATOR.import_name,
+        "opentelemetry",
+        cwd=home,
+    )
     report = ProbeReport.from_json(json.loads(output))
 
     assert not report.failed, sorted(report.failed)
-    assert not report.skipped, report.skipped
+    assert set(report.skipped) == {"mediator.otel"}, report.skipped  # the otel extra's
     assert "mediator.sqlalchemy" in report.imported
     forbidden = (
         FORBIDDEN_IMPORTS[MEDIATOR.distribution] - {"sqlalchemy"}
+    ) & report.loaded_top_levels
+    assert not forbidden, sorted(forbidden)
+
+
+@pytest.mark.parametrize(
+    ("member", "module"),
+    [(MEDIATOR, "mediator.otel"), (HTTP_RESILIENCE, "http_resilience.otel")],
+    ids=["mediator-core", "http-resilience"],
+)
+def test_the_otel_extra_installs_alone_and_its_module_imports(
+    uv: Path,
+    built: Built,
+    tmp_path_factory: pytest.TempPathFactory,
+    member: Member,
+    module: str,
+) -> None:
+    """With only the ``otel`` extra, its module imports, and no web framework or
+    other member comes along."""
+    home = tmp_path_factory.mktemp(f"{member.import_name}-otel")
+    python = _install_alone(uv, built, member, home, extras=("otel",))
+    output = run(
+        python,
+        "-I",
+        "-W",
+        "error",
+        PROBE,
+        member.import_name,
+        *EXTRA_IMPORTS[member.distribution],
+        cwd=home,
+    )
+    report = ProbeReport.from_json(json.loads(output))
+
+    assert not report.failed, sorted(report.failed)
+    assert module in report.imported
+    assert "opentelemetry" not in {
+        missing.partition(".")[0] for missing in report.skipped.values()
+    }
+    forbidden = (
+        FORBIDDEN_IMPORTS[member.distribution] - {"opentelemetry"}
     ) & report.loaded_top_levels
     assert not forbidden, sorted(forbidden)

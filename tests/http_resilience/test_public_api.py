@@ -18,13 +18,18 @@ def test_the_public_names_are_pinned_and_sorted() -> None:
         "BreakerEvent",
         "BreakerOptions",
         "BrokenCircuitError",
+        "BudgetHealth",
+        "CircuitControl",
+        "ClientHealth",
         "Clock",
         "HedgeEvent",
         "HedgingOptions",
+        "HostHealth",
         "HttpClientFactory",
         "HttpEvent",
         "HttpEventListener",
         "HttpResilienceOptions",
+        "LimiterHealth",
         "LimiterOptions",
         "NestedRetryEvent",
         "PartialStreamPolicy",
@@ -32,6 +37,7 @@ def test_the_public_names_are_pinned_and_sorted() -> None:
         "RateLimiterOptions",
         "RejectionEvent",
         "RejectionReason",
+        "RequestEvent",
         "ResilienceContextMiddleware",
         "ResilienceError",
         "ResilienceErrorMiddleware",
@@ -52,6 +58,7 @@ def test_the_public_names_are_pinned_and_sorted() -> None:
         "create_client",
         "current_correlation_id",
         "deadline_scope",
+        "health",
         "remaining_time",
         "resumable_bytes",
         "resumable_bytes_sync",
@@ -64,7 +71,15 @@ def test_the_public_names_are_pinned_and_sorted() -> None:
 
 
 def test_the_testing_module_offers_the_fake_clock() -> None:
-    assert testing.__all__ == ["FakeClock"]
+    assert testing.__all__ == [
+        "EventRecorder",
+        "FakeClock",
+        "ScriptedAnswer",
+        "ScriptedTransport",
+        "TestingScope",
+        "is_testing",
+        "set_testing",
+    ]
 
 
 # Type aliases carry no docstring of their own; `_events` documents them.
@@ -84,6 +99,7 @@ def test_the_event_aliases_name_every_event() -> None:
         package.HedgeEvent,
         package.NestedRetryEvent,
         package.RejectionEvent,
+        package.RequestEvent,
         package.RetryEvent,
         package.TimeoutEvent,
     }

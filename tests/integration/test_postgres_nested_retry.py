@@ -105,8 +105,8 @@ def test_a_serialization_failure_in_a_nested_send_retries_the_whole_unit(
         mediator.send_sync(Outer())
 
     # Not retried inside the doomed transaction: the outer send ran again.
-    assert [r.getMessage().split(",")[0] for r in caplog.records] == [
-        "retrying Outer: attempt 1 failed (TransientDatabaseError)"
+    assert [r.getMessage().split(";")[0] for r in caplog.records] == [
+        "Outer: attempt 1 failed with TransientDatabaseError"
     ]
     assert (Script.outer_attempts, Script.inner_attempts) == (2, 2)
     assert names(engine) == ["outer2", "inner2"]
@@ -148,8 +148,8 @@ def test_a_dropped_connection_in_a_nested_send_retries_the_whole_unit(
     with caplog.at_level(logging.WARNING, logger="mediator_resilience"):
         mediator.send_sync(Outer())
 
-    assert [r.getMessage().split(",")[0] for r in caplog.records] == [
-        "retrying Outer: attempt 1 failed (TransientDatabaseError)"
+    assert [r.getMessage().split(";")[0] for r in caplog.records] == [
+        "Outer: attempt 1 failed with TransientDatabaseError"
     ]
     assert (Script.outer_attempts, Script.inner_attempts) == (2, 2)
     assert names(engine) == ["outer2", "inner2"]

@@ -60,16 +60,16 @@ roles ['admin']
    carol, an admin, reads: 1 order(s), 3.10 in revenue
 9. a @retryable query, the price feed failing twice: GetMarketPrice
    [log] GetMarketPrice: start
-   [log] retrying GetMarketPrice: attempt 1 failed (ConnectionError), next in 10 ms
-   [log] retrying GetMarketPrice: attempt 2 failed (ConnectionError), next in 20 ms
+   [log] GetMarketPrice: attempt 1 failed with ConnectionError; retrying in 0.010 s
+   [log] GetMarketPrice: attempt 2 failed with ConnectionError; retrying in 0.020 s
    [log] GetMarketPrice: done
    market price of apple: 0.55
 10. a @retryable @transactional command: RecordStocktake
    [log] RecordStocktake: start
    wrote stocktake 1 (12 x apple), not committed yet
-   [log] retrying RecordStocktake: attempt 1 failed (ConnectionError), next in 10 ms
+   [log] RecordStocktake: attempt 1 failed with ConnectionError; retrying in 0.010 s
    wrote stocktake 1 (12 x apple), not committed yet
-   [log] retrying RecordStocktake: attempt 2 failed (ConnectionError), next in 20 ms
+   [log] RecordStocktake: attempt 2 failed with ConnectionError; retrying in 0.020 s
    wrote stocktake 1 (12 x apple), not committed yet
    [log] RecordStocktake: done
    recorded stocktake 1

@@ -18,4 +18,10 @@ def test_the_public_names_are_pinned_and_sorted() -> None:
         "is_transient_failure",
         "retryable",
     ]
-    assert mediator_resilience.testing.__all__ == ["FakeClock"]
+    assert mediator_resilience.testing.__all__ == [
+        "EventRecorder",
+        "FakeClock",
+        "TestingScope",
+        "is_testing",
+        "set_testing",
+    ]

@@ -311,7 +311,7 @@ async def test_each_retry_emits_an_event_and_a_warning_without_field_values(
         )
     ]
     assert [r.getMessage() for r in caplog.records] == [
-        "retrying GetQuote: attempt 1 failed (ConnectionError), next in 200 ms"
+        "GetQuote: attempt 1 failed with ConnectionError; retrying in 0.200 s"
     ]
     assert "acct-0042" not in caplog.text
 

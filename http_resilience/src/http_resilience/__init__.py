@@ -34,8 +34,17 @@ from http_resilience._core.events import (
     NestedRetryEvent,
     RejectionEvent,
     RejectionReason,
+    RequestEvent,
     RetryEvent,
     TimeoutEvent,
+)
+from http_resilience._health.control import CircuitControl
+from http_resilience._health.snapshot import (
+    BudgetHealth,
+    ClientHealth,
+    HostHealth,
+    LimiterHealth,
+    health,
 )
 from http_resilience._strategies.breaker import BreakerOptions
 from http_resilience._strategies.budget import RetryBudgetOptions
@@ -74,13 +83,18 @@ __all__ = [
     "BreakerEvent",
     "BreakerOptions",
     "BrokenCircuitError",
+    "BudgetHealth",
+    "CircuitControl",
+    "ClientHealth",
     "Clock",
     "HedgeEvent",
     "HedgingOptions",
+    "HostHealth",
     "HttpClientFactory",
     "HttpEvent",
     "HttpEventListener",
     "HttpResilienceOptions",
+    "LimiterHealth",
     "LimiterOptions",
     "NestedRetryEvent",
     "PartialStreamPolicy",
@@ -88,6 +102,7 @@ __all__ = [
     "RateLimiterOptions",
     "RejectionEvent",
     "RejectionReason",
+    "RequestEvent",
     "ResilienceContextMiddleware",
     "ResilienceError",
     "ResilienceErrorMiddleware",
@@ -108,6 +123,7 @@ __all__ = [
     "create_client",
     "current_correlation_id",
     "deadline_scope",
+    "health",
     "remaining_time",
     "resumable_bytes",
     "resumable_bytes_sync",

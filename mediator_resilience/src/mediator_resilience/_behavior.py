@@ -15,12 +15,14 @@ from mediator import (
     Stage,
     SyncNext,
     TransientDatabaseError,
+    current_correlation_id,
     in_unit_of_work,
 )
 from mediator_resilience._clock import Clock
 from mediator_resilience._events import RetryEvent, RetryListener
 from mediator_resilience._marker import is_retryable
 from mediator_resilience._options import ResilienceMediatorOptions
+from mediator_resilience._testing_mode import retries_allowed, testing_wait
 from mediator_resilience._transient import asked_wait, is_cancellation
 
 if TYPE_CHECKING:
@@ -108,13 +110,13 @@ class RetryBehavior:
             delay = self._wait_before(request, 1, error, started)
             if delay is None:
                 raise
-            await self._clock.sleep(delay)
+            await self._clock.sleep(testing_wait(delay))
             return await self._retry_async(request, next, started)
-        if self._result_predicate is not None and self._result_predicate(result):
+        if self._result_predicate is not None and self._retries_result(result):
             delay = self._wait_before(request, 1, None, started)
             if delay is None:
                 return result
-            await self._clock.sleep(delay)
+            await self._clock.sleep(testing_wait(delay))
             return await self._retry_async(request, next, started)
         return result
 
@@ -129,13 +131,13 @@ class RetryBehavior:
             delay = self._wait_before(request, 1, error, started)
             if delay is None:
                 raise
-            self._clock.sleep_sync(delay)
+            self._clock.sleep_sync(testing_wait(delay))
             return self._retry_sync(request, next, started)
-        if self._result_predicate is not None and self._result_predicate(result):
+        if self._result_predicate is not None and self._retries_result(result):
             delay = self._wait_before(request, 1, None, started)
             if delay is None:
                 return result
-            self._clock.sleep_sync(delay)
+            self._clock.sleep_sync(testing_wait(delay))
             return self._retry_sync(request, next, started)
         return result
 
@@ -168,7 +170,7 @@ class RetryBehavior:
         if self._result_predicate is not None:
             retry = retry | retry_if_result(self._result_predicate)
 
-        last = self._options.max_retry_attempts
+        last = retries_allowed(self._options.max_retry_attempts)
         attempts_spent = stop_after_attempt(last)
         out_of_time = False
 
@@ -185,7 +187,7 @@ class RetryBehavior:
             if delay is None:
                 out_of_time = True
                 return 0.0
-            return delay
+            return testing_wait(delay)
 
         def stop(state: RetryCallState) -> bool:
             return out_of_time or attempts_spent(state)
@@ -197,6 +199,12 @@ class RetryBehavior:
             "retry_error_callback": _last_outcome,
         }
 
+    def _retries_result(self, result: Any) -> bool:
+        predicate = self._result_predicate
+        if predicate is None or retries_allowed(self._options.max_retry_attempts) < 1:
+            return False
+        return bool(predicate(result))
+
     def _retries(self, error: BaseException) -> bool:
         if is_cancellation(error) or not isinstance(error, Exception):
             return False
@@ -205,7 +213,8 @@ class RetryBehavior:
             # a deadlock, a dropped connection): another attempt inside it fails
             # again. The outermost send's retry runs the whole unit afresh.
             return False
-        return self._options.max_retry_attempts > 0 and bool(self._predicate(error))
+        retries = retries_allowed(self._options.max_retry_attempts)
+        return retries > 0 and bool(self._predicate(error))
 
     def _wait_before(
         self,
@@ -246,11 +255,19 @@ class RetryBehavior:
             exception_type=type(error).__qualname__ if error is not None else None,
         )
         _log.warning(
-            "retrying %s: attempt %d failed (%s), next in %.0f ms",
+            "%s: attempt %d failed with %s; retrying in %.3f s",
             event.request_type,
             attempt,
-            event.exception_type or "rejected response",
-            delay * 1000,
+            event.exception_type or "a rejected response",
+            delay,
+            extra={
+                "resilience_event": "retry",
+                "resilience_request_type": event.request_type,
+                "resilience_attempt": attempt,
+                "resilience_delay_s": delay,
+                "resilience_reason": event.exception_type or "rejected response",
+                "correlation_id": current_correlation_id(),
+            },
         )
         for listener in self._listeners:
             try:

@@ -87,8 +87,8 @@ async def test_each_retry_is_logged_with_the_failure_type_only(
         (
             "http_resilience",
             "WARNING",
-            "retrying a stream: attempt 1 failed (ConnectionResetError), "
-            "0 yielded so far, next in 200 ms",
+            "a stream: attempt 1 failed with ConnectionResetError, "
+            "0 yielded so far; retrying in 0.200 s",
         )
     ]
 

@@ -3,13 +3,25 @@
 Events name a request by client, method and normalised host only; log lines
 say the same, and a failure by its type name, never its message: header
 values, bodies, URL userinfo and query strings never reach either.
+
+Every log record also carries these as attributes (``extra``), for a
+formatter or a structured handler: ``resilience_event`` (``"attempt"``,
+``"retry"``, ``"hedge"``, ``"breaker"``, ``"nested_retry"``, ``"rejection"``,
+``"timeout"``), ``resilience_client``, ``resilience_method`` (None for a
+breaker), ``resilience_host``, ``correlation_id`` (the call's, or None), and
+per kind ``resilience_attempt``, ``resilience_delay_s``,
+``resilience_reason``, ``resilience_duration_s``, ``resilience_state`` and
+``resilience_previous_state``. A wait reads ``retrying in 1.250 s`` in every
+package.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
+
+import httpx
 
 from http_resilience._core.events import (
     OPEN,
@@ -22,11 +34,16 @@ from http_resilience._core.events import (
     NestedRetryEvent,
     RejectionEvent,
     RejectionReason,
+    RequestEvent,
     RetryEvent,
     TimeoutEvent,
 )
+from http_resilience._transports.correlation import (
+    CORRELATION_EXTENSION,
+    current_correlation_id,
+)
 
-__all__ = ["LOGGER", "Telemetry"]
+__all__ = ["LOGGER", "Telemetry", "correlation_of"]
 
 LOGGER = logging.getLogger("http_resilience")
 """Where the pipeline logs: retries and timeouts at WARNING, hedges at INFO, a
@@ -61,24 +78,42 @@ class Telemetry:
         self, method: str, host: str, attempt: int, outcome: str, duration: float
     ) -> None:
         """One physical attempt ended with `outcome` after `duration` seconds."""
-        LOGGER.debug(
-            "%s %s (client %r): attempt %d ended with %s after %.3f s",
-            method,
-            host,
-            self.client,
-            attempt,
-            outcome,
-            duration,
-        )
+        if LOGGER.isEnabledFor(logging.DEBUG):
+            LOGGER.debug(
+                "%s %s (client %r): attempt %d ended with %s after %.3f s",
+                method,
+                host,
+                self.client,
+                attempt,
+                outcome,
+                duration,
+                extra=self._extra(
+                    "attempt",
+                    method,
+                    host,
+                    resilience_attempt=attempt,
+                    resilience_reason=outcome,
+                    resilience_duration_s=duration,
+                ),
+            )
         if self.listeners:
             self._emit(
                 AttemptEvent(self.client, method, host, attempt, outcome, duration)
             )
 
     def retry(
-        self, method: str, host: str, attempt: int, delay: float, reason: str
+        self,
+        method: str,
+        host: str,
+        attempt: int,
+        delay: float,
+        reason: str,
+        correlation: str | None = None,
     ) -> None:
-        """Attempt `attempt` failed with `reason`; the next follows in `delay` s."""
+        """Attempt `attempt` failed with `reason`; the next follows in `delay` s.
+
+        `correlation`: the id the call carries, if known (`correlation_of`).
+        """
         LOGGER.warning(
             "%s %s (client %r): attempt %d failed with %s; retrying in %.3f s",
             method,
@@ -87,6 +122,15 @@ class Telemetry:
             attempt,
             reason,
             delay,
+            extra=self._extra(
+                "retry",
+                method,
+                host,
+                correlation,
+                resilience_attempt=attempt,
+                resilience_delay_s=delay,
+                resilience_reason=reason,
+            ),
         )
         if self.listeners:
             self._emit(RetryEvent(self.client, method, host, attempt, delay, reason))
@@ -103,6 +147,14 @@ class Telemetry:
             attempt,
             after,
             reason,
+            extra=self._extra(
+                "hedge",
+                method,
+                host,
+                resilience_attempt=attempt,
+                resilience_delay_s=after,
+                resilience_reason=reason,
+            ),
         )
         if self.listeners:
             self._emit(HedgeEvent(self.client, method, host, attempt, after, reason))
@@ -116,6 +168,13 @@ class Telemetry:
             self.client,
             previous,
             current,
+            extra=self._extra(
+                "breaker",
+                None,
+                host,
+                resilience_state=current,
+                resilience_previous_state=previous,
+            ),
         )
         if self.listeners:
             self._emit(BreakerEvent(self.client, host, previous, current))
@@ -131,6 +190,13 @@ class Telemetry:
             self.client,
             caller_attempt,
             "not retried here" if suppressed else "retried here as well",
+            extra=self._extra(
+                "nested_retry",
+                method,
+                host,
+                resilience_attempt=caller_attempt,
+                resilience_reason="suppressed" if suppressed else "reported",
+            ),
         )
         if self.listeners:
             self._emit(
@@ -144,9 +210,15 @@ class Telemetry:
         reason: RejectionReason,
     ) -> None:
         """A request was refused before sending."""
-        LOGGER.debug(
-            "%s %s (client %r): refused, %s", method, host, self.client, reason
-        )
+        if LOGGER.isEnabledFor(logging.DEBUG):
+            LOGGER.debug(
+                "%s %s (client %r): refused, %s",
+                method,
+                host,
+                self.client,
+                reason,
+                extra=self._extra("rejection", method, host, resilience_reason=reason),
+            )
         if self.listeners:
             self._emit(RejectionEvent(self.client, method, host, reason))
 
@@ -161,9 +233,38 @@ class Telemetry:
             self.client,
             kind,
             after,
+            extra=self._extra(
+                "timeout",
+                method,
+                host,
+                resilience_reason=kind,
+                resilience_duration_s=after,
+            ),
         )
         if self.listeners:
             self._emit(TimeoutEvent(self.client, method, host, kind, after))
+
+    def request(self, event: RequestEvent) -> None:
+        """A logical call ended; to listeners only (attempts are what is logged)."""
+        self._emit(event)
+
+    def _extra(
+        self,
+        event: str,
+        method: str | None,
+        host: str,
+        correlation: str | None = None,
+        **fields: Any,
+    ) -> dict[str, Any]:
+        """The attributes a log record carries; see the module's docstring."""
+        return {
+            "resilience_event": event,
+            "resilience_client": self.client,
+            "resilience_method": method,
+            "resilience_host": host,
+            "correlation_id": correlation or current_correlation_id(),
+            **fields,
+        }
 
     def _emit(self, event: HttpEvent) -> None:
         for listener in self.listeners:
@@ -174,3 +275,13 @@ class Telemetry:
                     "an http_resilience event listener raised on %s",
                     type(event).__name__,
                 )
+
+
+def correlation_of(request: httpx.Request) -> str | None:
+    """The correlation id `request`'s call carries, if any.
+
+    The one a factory's client chose on the call's first attempt, else the
+    innermost `http_resilience.correlation_id` block's.
+    """
+    chosen = request.extensions.get(CORRELATION_EXTENSION)
+    return chosen if isinstance(chosen, str) else current_correlation_id()

@@ -49,7 +49,8 @@ from http_resilience._core.pipeline import (
     close_quietly_sync,
 )
 from http_resilience._core.retry_after import parse_retry_after
-from http_resilience._core.telemetry import Telemetry
+from http_resilience._core.telemetry import Telemetry, correlation_of
+from http_resilience._core.testing_mode import retries_allowed, testing_wait
 from http_resilience._strategies.budget import charged
 
 __all__ = [
@@ -182,9 +183,10 @@ class RetryDecision:
     def allows(self, attempt: int, wait: float, *, now: float, deadline: float) -> bool:
         """Whether another attempt may follow attempt `attempt` after `wait` s.
 
-        Within `max_retry_attempts`, and the wait ending before `deadline`.
+        Within `max_retry_attempts` (fewer under `set_testing`'s cap), and the
+        wait ending before `deadline`.
         """
-        return attempt <= self._max and now + wait < deadline
+        return attempt <= retries_allowed(self._max) and now + wait < deadline
 
     def next_delay(
         self,
@@ -199,7 +201,7 @@ class RetryDecision:
         None when the `max_retry_attempts` retries are spent, or when the wait
         would reach `deadline` (seconds on the same clock as `now`).
         """
-        if attempt > self._max:
+        if attempt > retries_allowed(self._max):
             return None
         wait = self.delay(attempt, response)
         return wait if self.allows(attempt, wait, now=now, deadline=deadline) else None
@@ -307,7 +309,14 @@ class RetryStrategy:
         if delay is None or (call.budget is not None and not self._charged(call)):
             mark_final(response)  # retried here as far as it goes
             return None
-        self._telemetry.retry(call.method, call.host, call.attempt, delay, str(status))
+        self._telemetry.retry(
+            call.method,
+            call.host,
+            call.attempt,
+            delay,
+            str(status),
+            correlation_of(request),
+        )
         return delay
 
     def after_error(
@@ -343,7 +352,9 @@ class RetryStrategy:
         if delay is None or (call.budget is not None and not self._charged(call)):
             mark_final(exc)  # retried here as far as it goes
             return None
-        self._telemetry.retry(call.method, call.host, call.attempt, delay, reason)
+        self._telemetry.retry(
+            call.method, call.host, call.attempt, delay, reason, correlation_of(request)
+        )
         return delay
 
     def after_refusal(
@@ -372,7 +383,9 @@ class RetryStrategy:
             return None
         if call.budget is not None and not self._charged(call):
             return None
-        self._telemetry.retry(call.method, call.host, call.attempt, wait, "quota")
+        self._telemetry.retry(
+            call.method, call.host, call.attempt, wait, "quota", correlation_of(request)
+        )
         return wait
 
     def refused(self, call: Call) -> None:
@@ -421,7 +434,7 @@ class AsyncRetry:
                 if delay is None:
                     return response
                 await close_quietly(response)
-            await strategy.clock.sleep(delay)
+            await strategy.clock.sleep(testing_wait(delay))
             attempt += 1
 
 
@@ -456,7 +469,7 @@ class SyncRetry:
                 if delay is None:
                     return response
                 close_quietly_sync(response)
-            strategy.clock.sleep_sync(delay)
+            strategy.clock.sleep_sync(testing_wait(delay))
             attempt += 1
 
 

@@ -10,6 +10,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from http_resilience._core.testing_mode import retries_allowed
 from http_resilience._streams.options import (
     CANCELLATION,
     PartialStreamPolicy,
@@ -99,7 +100,7 @@ class StreamRetryDecision:
             return None
         if items_yielded and not self._restart:
             return None
-        if attempt_number > self._max_retries:
+        if attempt_number > retries_allowed(self._max_retries):
             return None
         if not self._should_retry(failure):
             return None

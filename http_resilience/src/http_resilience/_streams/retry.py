@@ -10,6 +10,7 @@ from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Callab
 from typing import Any, TypeVar
 
 from http_resilience._core.clock import Clock
+from http_resilience._core.testing_mode import testing_wait
 from http_resilience._streams.decision import StreamRetryContext, StreamRetryDecision
 from http_resilience._streams.options import StreamRetryOptions
 from http_resilience._streams.retry_support import (
@@ -155,7 +156,7 @@ async def retry_stream(
         announce(attempt_number, yielded, failure, delay)
         # Awaited also when zero: the one place a cancellation requested while
         # the source was failing synchronously is sure to be delivered.
-        await clock.sleep(delay)
+        await clock.sleep(testing_wait(delay))
         attempt_number += 1
 
 

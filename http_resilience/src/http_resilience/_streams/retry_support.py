@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 
 from http_resilience._streams.options import StreamRetryOptions
+from http_resilience._transports.correlation import current_correlation_id
 
 __all__ = [
     "announce",
@@ -80,12 +81,26 @@ def check_factory(factory: object, name: str) -> None:
 def announce(
     attempt_number: int, yielded: int, failure: Exception, delay: float
 ) -> None:
-    """Log the retry about to happen, at WARNING."""
+    """Log the retry about to happen, at WARNING, with the package's extras.
+
+    ``resilience_event`` is ``"stream_retry"``; ``resilience_attempt``,
+    ``resilience_delay_s``, ``resilience_reason``, ``resilience_items_yielded``
+    and ``correlation_id`` as the pipeline's records carry them.
+    """
     # The failure's type only: its message may name a host or carry data.
+    reason = type(failure).__qualname__
     _log.warning(
-        "retrying a stream: attempt %d failed (%s), %d yielded so far, next in %.0f ms",
+        "a stream: attempt %d failed with %s, %d yielded so far; retrying in %.3f s",
         attempt_number,
-        type(failure).__qualname__,
+        reason,
         yielded,
-        delay * 1000,
+        delay,
+        extra={
+            "resilience_event": "stream_retry",
+            "resilience_attempt": attempt_number,
+            "resilience_delay_s": delay,
+            "resilience_reason": reason,
+            "resilience_items_yielded": yielded,
+            "correlation_id": current_correlation_id(),
+        },
     )

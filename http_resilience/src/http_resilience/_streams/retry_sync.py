@@ -12,6 +12,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import Any, TypeVar
 
 from http_resilience._core.clock import Clock
+from http_resilience._core.testing_mode import testing_wait
 from http_resilience._streams.decision import StreamRetryContext, StreamRetryDecision
 from http_resilience._streams.options import StreamRetryOptions
 from http_resilience._streams.retry_support import (
@@ -142,7 +143,7 @@ def retry_stream_sync(
         if delay is None:
             raise failure
         announce(attempt_number, yielded, failure, delay)
-        clock.sleep_sync(delay)
+        clock.sleep_sync(testing_wait(delay))
         attempt_number += 1
 
 
