@@ -104,6 +104,12 @@ def test_the_inventory_call_carries_the_requests_correlation_id(
     assert seen == [placed.headers["X-Correlation-ID"]]
 
 
+def test_health_says_live_and_ready(client: TestClient) -> None:
+    assert client.get("/health/live").json() == {"status": "ok"}
+    ready = client.get("/health/ready")
+    assert (ready.status_code, ready.json()) == (200, {"status": "ready"})
+
+
 def test_a_bad_order_is_refused_before_any_call(
     client: TestClient, stock: Stock
 ) -> None:

@@ -6,6 +6,9 @@ The recipe, in order:
   database's unit of work, the mediator's retry, the named HTTP clients) and
   closes the clients and the engine when the application stops;
 - `mediator_of`, a FastAPI dependency, hands each endpoint the mediator;
+- OpenTelemetry's meters and spans are on (they report nowhere until the
+  application configures an SDK), and two health routes say whether the
+  process is up and whether its dependencies take calls;
 - the middlewares set each request's correlation id (one for the audit
   records and the HTTP calls), carry the caller's deadline in, and turn what
   escapes a handler into the answer it means.
@@ -23,6 +26,7 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
 from injector import Injector
 from sqlalchemy.ext.asyncio import create_async_engine
+from starlette.routing import Route
 
 from http_resilience import (
     HttpClientFactory,
@@ -32,9 +36,12 @@ from http_resilience import (
     ResilienceErrorMiddleware,
     remaining_time,
 )
+from http_resilience.asgi import liveness, readiness
 from http_resilience.injector import HttpClientsModule
+from http_resilience.otel import HttpMetrics, HttpTracing
 from mediator import Mediator, MediatorModule, current_correlation_id
 from mediator.asgi import DomainErrorMiddleware, RequestContextMiddleware
+from mediator.otel import TelemetryBehavior
 from mediator.sqlalchemy import SqlAlchemyModule
 from mediator_resilience import ResilienceMediatorModule
 from webapi.domain import HANDLERS, INVENTORY, Base, Order, OrderView, PlaceOrder
@@ -71,7 +78,13 @@ def create_app(settings: Settings) -> FastAPI:
             await connection.run_sync(Base.metadata.create_all)
         injector = Injector(
             [
-                MediatorModule(lambda m: m.add_handler(*HANDLERS).use_defaults()),
+                MediatorModule(
+                    lambda m: (
+                        m.add_handler(*HANDLERS)
+                        .add_behavior(TelemetryBehavior)  # the global providers
+                        .use_defaults()
+                    )
+                ),
                 SqlAlchemyModule(async_engine=engine),
                 # The mediator's retry keeps the caller's deadline too.
                 ResilienceMediatorModule(remaining_time=remaining_time),
@@ -82,13 +95,16 @@ def create_app(settings: Settings) -> FastAPI:
                         base_url=settings.inventory_url,
                         transport=settings.inventory_transport,
                     ),
-                    listeners=settings.listeners,
+                    listeners=[HttpMetrics(), HttpTracing(), *settings.listeners],
                     # The inventory calls carry the id the audit records carry.
                     correlation=current_correlation_id,
                 ),
             ]
         )
         app.state.injector = injector
+        clients = injector.get(HttpClientFactory)
+        # Ready while no dependency refuses calls (an open or isolated breaker).
+        app.router.routes.append(Route("/health/ready", readiness(clients)))
         try:
             yield
         finally:
@@ -96,6 +112,8 @@ def create_app(settings: Settings) -> FastAPI:
             await engine.dispose()
 
     app = FastAPI(title="orders", lifespan=lifespan)
+    # Up while the process serves, whatever its dependencies do.
+    app.router.routes.append(Route("/health/live", liveness()))
 
     @app.post("/orders", status_code=201)
     async def place_order(order: PlaceOrder, mediator: MediatorOf) -> OrderView:
