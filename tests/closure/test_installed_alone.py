@@ -308,7 +308,7 @@ def test_wheel_holds_only_its_own_package(member: Member, built: Built) -> None:
     tops = {name.partition("/")[0] for name in names}
     dist_info = f"{member.file_stem}-{member.version()}.dist-info"
     plugin = PLUGIN_MODULES.get(member.distribution)
-    own = {member.import_name, dist_info} | ({plugin} if plugin else set())
+    own = {member.import_name, dist_info} | ({plugin} if plugin else set[str]())
     assert tops == own, f"the {member.distribution} wheel ships {sorted(tops)}"
     assert f"{member.import_name}/py.typed" in names, "no py.typed in the wheel"
 
