@@ -185,6 +185,7 @@ TWINS: tuple[Twin, ...] = (
         names={
             "drive_attempt": "drive_attempt_sync",
             "AsyncUnitOfWork": "UnitOfWork",
+            "arun": "run",
             "Next": "SyncNext",
             "async path": "sync path",
             "async driver": "sync driver",
@@ -229,6 +230,48 @@ TWINS: tuple[Twin, ...] = (
                 '__all__ = ["SqlAlchemySavepoint", "SqlAlchemyUnitOfWork"]\n\n'
                 "_BEGIN_OPTIONS = {IMMEDIATE: True}\n",
             ),
+        ),
+    ),
+    Twin(
+        f"{_MEDIATOR}/sqlalchemy/_idempotency_store.py",
+        f"{_MEDIATOR}/sqlalchemy/_idempotency_store_sync.py",
+        names={
+            "AsyncSqlAlchemyIdempotencyStore": "SqlAlchemyIdempotencyStore",
+            "AsyncIdempotencyStore": "IdempotencyStore",
+            "AsyncConnection": "Connection",
+            "AsyncEngine": "Engine",
+            "AsyncSession": "Session",
+            "acreate_idempotency_table": "create_idempotency_table",
+            "create_async_engine": "create_engine",
+        },
+        text=(
+            (
+                "from sqlalchemy.ext.asyncio import Connection, Engine, Session",
+                "from sqlalchemy import Connection, Engine\n"
+                "from sqlalchemy.orm import Session",
+            ),
+            (
+                '"""The idempotency store on SQLAlchemy, async; the sync one beside '
+                "it.\n\nThe sync store, in "
+                "`mediator.sqlalchemy._idempotency_store_sync`, is generated\nfrom "
+                "this module by ``tools/unasync.py``: edit this one and run the "
+                "script.\n",
+                '"""The idempotency store on SQLAlchemy, sync.\n\nGenerated from '
+                "`mediator.sqlalchemy._idempotency_store` by ``tools/unasync.py``:"
+                "\nedit that one and run the script.\n",
+            ),
+            (
+                "# A claim reads the record",
+                '__all__ = ["SqlAlchemyIdempotencyStore"]\n\n'
+                "# A claim reads the record",
+            ),
+            ("        >>> import asyncio\n", ""),
+            (">>> asyncio.run(main())", ">>> main()"),
+            (
+                "sqlalchemy.ext.asyncio import create_engine",
+                "sqlalchemy import create_engine",
+            ),
+            ('"sqlite+aiosqlite://"', '"sqlite://"'),
         ),
     ),
 )

@@ -5,10 +5,14 @@ thread of its own: the orders service (`webapi.app`) and the inventory it
 calls (`webapi.inventory`), which fails a tenth of its requests at random and
 every request during an outage from 3 s to 5.5 s. A constant-rate driver
 places 20 orders a second for `DURATION` seconds, each with a 2 s deadline in
-``X-Request-Timeout-Ms``. The demo then prints what the users saw (logical
-requests), what reached the inventory (physical attempts), the breaker's
-transitions and the latency percentiles, and writes a plot of them,
-``webapi-demo.png``, into the working folder.
+``X-Request-Timeout-Ms`` and an ``Idempotency-Key`` of its own. Then it sends
+`RESENT` of the placed orders again, with their keys, as a client does when
+an answer got lost: the service answers them from its store
+(``Idempotent-Replayed: true``) and reserves nothing more. The demo then
+prints what the users saw (logical requests), what reached the inventory
+(physical attempts), the replays, the breaker's transitions and the latency
+percentiles, and writes a plot of them, ``webapi-demo.png``, into the working
+folder.
 
 Run it with ``make demo`` (or ``python samples/webapi/demo.py``); the database
 is a temporary SQLite file, or PostgreSQL when ``WEBAPI_DATABASE_URL`` says so
@@ -52,6 +56,7 @@ RATE = 20.0  # orders a second
 DURATION = float(os.environ.get("WEBAPI_DURATION", "10"))
 OUTAGE = (3.0, 5.5)  # seconds into the run
 DEADLINE_MS = 2000
+RESENT = 5  # placed orders sent again with their Idempotency-Key
 PLOT = Path("webapi-demo.png")
 
 # The inventory client: the standard pipeline, with a breaker that decides
@@ -80,6 +85,11 @@ class Record:
     )
     retries: int = 0
     refused: Counter[str] = field(default_factory=Counter[str])
+    resent: int = 0
+    replayed: int = 0
+    """How many orders were sent again, and how many of those were replays."""
+    resent_attempts: int = 0
+    """Inventory requests made while the orders were sent again."""
 
     def at(self) -> float:
         return CLOCK.monotonic() - self.started
@@ -123,21 +133,32 @@ def serving(app: Any, name: str) -> Generator[str]:
         listener.close()
 
 
-async def place_orders(url: str, record: Record) -> None:
-    """`RATE` orders a second for `DURATION` s, on schedule whatever the answers."""
+async def place_orders(url: str, record: Record, stock: Stock) -> None:
+    """`RATE` orders a second for `DURATION` s, on schedule whatever the answers.
+
+    Then `RESENT` of the placed ones again, with the same key and body.
+    """
+    placed: list[int] = []
     async with httpx.AsyncClient(base_url=url, timeout=10) as client:
 
-        async def one(index: int) -> None:
-            sent = record.at()
-            answer = await client.post(
+        async def send(index: int) -> httpx.Response:
+            return await client.post(
                 "/orders",
                 json={"order_id": f"o-{index}", "sku": "widget", "quantity": 1},
                 headers={
                     "X-Request-Timeout-Ms": str(DEADLINE_MS),
                     "X-Correlation-ID": f"order-{index}",
+                    # One key per order, kept for every time it is sent.
+                    "Idempotency-Key": f"demo-order-{index}",
                 },
             )
+
+        async def one(index: int) -> None:
+            sent = record.at()
+            answer = await send(index)
             record.orders.append((sent, record.at() - sent, answer.status_code))
+            if answer.status_code == 201:
+                placed.append(index)
 
         tasks: list[asyncio.Task[None]] = []
         for index in range(round(RATE * DURATION)):
@@ -146,6 +167,13 @@ async def place_orders(url: str, record: Record) -> None:
                 await CLOCK.sleep(due - record.at())
             tasks.append(asyncio.create_task(one(index)))
         await asyncio.gather(*tasks)
+
+        before = stock.requests
+        for index in sorted(placed)[:RESENT]:
+            again = await send(index)
+            record.resent += 1
+            record.replayed += again.headers.get("Idempotent-Replayed") == "true"
+        record.resent_attempts = stock.requests - before
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -164,6 +192,10 @@ def report(record: Record, stock: Stock) -> None:
         f"{stock.requests / orders:.2f} per order"
     )
     print(f"   retries: {record.retries}; refused locally: {dict(record.refused)}")
+    print(
+        f"Sent again with their Idempotency-Key: {record.resent} placed orders, "
+        f"{record.replayed} replayed, {record.resent_attempts} inventory requests"
+    )
     changes = ", ".join(f"{state} at {at:.1f} s" for at, state in record.transitions)
     print(f"Breaker: {changes or 'stayed closed'}")
     took = [seconds * 1000 for _, seconds, _ in record.orders]
@@ -195,7 +227,7 @@ def main() -> None:
             with serving(create_app(settings), "orders") as orders:
                 print("The orders and inventory services are up on 127.0.0.1.")
                 record.started = CLOCK.monotonic()
-                asyncio.run(place_orders(orders, record))
+                asyncio.run(place_orders(orders, record, stock))
     print("Both services are stopped.")
     report(record, stock)
     plot(

@@ -9,6 +9,7 @@ for a 2 s load, and must end well, print its report and write its plot.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Generator
@@ -21,6 +22,7 @@ import sqlalchemy
 from fastapi.testclient import TestClient
 
 from http_resilience import HttpResilienceOptions
+from mediator.sqlalchemy import idempotency_table
 from webapi.app import Settings, create_app
 from webapi.domain import Base
 from webapi.inventory import Faults, Stock, create_inventory
@@ -59,14 +61,58 @@ def client(tmp_path: Path, stock: Stock) -> Generator[TestClient]:
 ORDER = {"order_id": "o-1", "sku": "widget", "quantity": 2}
 
 
+def place(
+    client: TestClient,
+    order: dict[str, Any],
+    key: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> Any:  # the TestClient's response (httpx2's, or httpx's)
+    """POST the order with an Idempotency-Key: `key`, else one of its own."""
+    sent = {"Idempotency-Key": key or f"key-{order['order_id']}", **(headers or {})}
+    return client.post("/orders", json=order, headers=sent)
+
+
 def test_an_order_is_placed_reserved_and_read_back(
     client: TestClient, stock: Stock
 ) -> None:
-    placed = client.post("/orders", json=ORDER)
+    placed = place(client, ORDER)
     assert (placed.status_code, placed.json()) == (201, ORDER)
     assert client.get("/orders/o-1").json() == ORDER
     assert stock.levels == {"widget": 3}
-    assert set(stock.reserved) == {"order-o-1"}
+    # The inventory's key is derived from the caller's: one per order.
+    [reserved] = stock.reserved
+    assert reserved.startswith("d-")
+
+
+def test_an_order_sent_again_with_its_key_is_replayed(
+    tmp_path: Path, client: TestClient, stock: Stock
+) -> None:
+    first = place(client, ORDER, key="k-1")
+    again = place(client, ORDER, key="k-1")
+    assert (first.status_code, again.status_code) == (201, 201)
+    assert again.content == first.content
+    assert again.headers["Idempotent-Replayed"] == "true"
+    assert "Idempotent-Replayed" not in first.headers
+    assert (stock.requests, len(stock.reserved), stock.levels) == (1, 1, {"widget": 3})
+    database = sqlalchemy.create_engine(f"sqlite:///{tmp_path}/orders.db")
+    try:
+        with database.connect() as connection:
+            rows = connection.execute(sqlalchemy.text("SELECT id FROM orders"))
+            assert rows.scalars().all() == ["o-1"]
+    finally:
+        database.dispose()
+    # The key with another order: refused, nothing reserved.
+    other = place(client, {**ORDER, "order_id": "o-2"}, key="k-1")
+    assert other.status_code == 422
+    assert other.headers["content-type"] == "application/problem+json"
+    assert stock.requests == 1
+
+
+def test_an_order_without_a_key_is_refused(client: TestClient, stock: Stock) -> None:
+    refused = client.post("/orders", json=ORDER)
+    assert refused.status_code == 400
+    assert refused.json()["detail"] == "This request needs an Idempotency-Key header."
+    assert stock.requests == 0
 
 
 def test_errors_are_answered_as_problems_and_carry_the_request_id(
@@ -75,7 +121,7 @@ def test_errors_are_answered_as_problems_and_carry_the_request_id(
     missing = client.get("/orders/none", headers={"X-Correlation-ID": "req-7"})
     assert (missing.status_code, missing.headers["X-Correlation-ID"]) == (404, "req-7")
     assert missing.headers["content-type"] == "application/problem+json"
-    too_many = client.post("/orders", json={**ORDER, "quantity": 6})
+    too_many = place(client, {**ORDER, "quantity": 6})
     assert too_many.status_code == 422  # a business rule: not enough stock
     assert stock.levels == {"widget": 5}
 
@@ -99,7 +145,7 @@ def test_the_inventory_call_carries_the_requests_correlation_id(
     with TestClient(create_app(settings)) as client:
         # No id from the caller: the service makes one, and the audit records,
         # the answer and the inventory call all carry it.
-        placed = client.post("/orders", json=ORDER)
+        placed = place(client, ORDER)
     assert placed.status_code == 201
     assert seen == [placed.headers["X-Correlation-ID"]]
 
@@ -113,7 +159,7 @@ def test_health_says_live_and_ready(client: TestClient) -> None:
 def test_a_bad_order_is_refused_before_any_call(
     client: TestClient, stock: Stock
 ) -> None:
-    answer = client.post("/orders", json={**ORDER, "quantity": 0})
+    answer = place(client, {**ORDER, "quantity": 0})
     assert answer.status_code == 422
     assert stock.requests == 0
 
@@ -126,7 +172,7 @@ def test_a_flaky_inventory_is_retried_and_reserves_once(
     for client in service(tmp_path, stock, Faults(ratio=0.5, seed=3)):
         for number in range(1, 3):
             order = {**ORDER, "order_id": f"o-{number}", "quantity": 1}
-            assert client.post("/orders", json=order).status_code == 201
+            assert place(client, order).status_code == 201
     assert stock.requests > 2
     assert stock.levels == {"widget": 3}
 
@@ -138,11 +184,9 @@ def test_the_service_runs_on_postgresql_too(
     cleanup = sqlalchemy.create_engine(postgres_url)
     request.addfinalizer(cleanup.dispose)
     request.addfinalizer(lambda: Base.metadata.drop_all(cleanup))
+    request.addfinalizer(lambda: idempotency_table.drop(cleanup, checkfirst=True))
     for client in service(tmp_path, stock, database_url=postgres_url):
-        assert (
-            client.post("/orders", json={**ORDER, "order_id": "pg-1"}).status_code
-            == 201
-        )
+        assert place(client, {**ORDER, "order_id": "pg-1"}).status_code == 201
         assert client.get("/orders/pg-1").json()["order_id"] == "pg-1"
 
 
@@ -164,4 +208,13 @@ def test_the_demo_runs_for_real_and_writes_its_plot(tmp_path: Path) -> None:
     assert "Orders placed: 40 (logical requests, 20 a second)" in lines
     assert any(line.startswith("Inventory requests: ") for line in lines)
     assert any(line.startswith("Latency: p50 ") for line in lines)
+    # The orders sent again with their keys: each one replayed, none reserved.
+    [resent] = [line for line in lines if line.startswith("Sent again with ")]
+    found = re.fullmatch(
+        r"Sent again with their Idempotency-Key: (\d+) placed orders, "
+        r"(\d+) replayed, 0 inventory requests",
+        resent,
+    )
+    assert found is not None, resent
+    assert found[1] == found[2] != "0"
     assert (tmp_path / "webapi-demo.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -222,6 +222,7 @@ async def test_a_request_gives_one_record_with_everything_it_names(
             principal="u-7",
             correlation_id="c-42",
             fields=PAY_FIELDS,
+            replayed=False,
         )
     ]
 

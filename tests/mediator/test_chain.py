@@ -28,10 +28,11 @@ STAGES = [
     Stage.AUDIT,
     Stage.VALIDATION,
     Stage.AUTHORIZATION,
+    Stage.IDEMPOTENCY,
     Stage.RETRY,
     Stage.TRANSACTION,
 ]
-NAMES = ["audit", "validation", "authorization", "retry", "transaction"]
+NAMES = ["audit", "validation", "authorization", "idempotency", "retry", "transaction"]
 NESTED = [f"{n}>" for n in NAMES] + ["handler"] + [f"<{n}" for n in reversed(NAMES)]
 
 pytestmark = pytest.mark.anyio
@@ -213,7 +214,7 @@ def test_equal_stages_keep_registration_order(journal: Journal) -> None:
 
 
 def test_custom_stages_fit_between_the_built_in_ones(journal: Journal) -> None:
-    tenancy = recording_behavior("tenancy", Stage(350, "TENANCY"), journal)
+    tenancy = recording_behavior("tenancy", Stage(320, "TENANCY"), journal)
     behaviors = [*_behaviors(journal), tenancy]
     mediator = build(
         lambda m: (
@@ -225,11 +226,12 @@ def test_custom_stages_fit_between_the_built_in_ones(journal: Journal) -> None:
 
     mediator.send_sync(PlaceSync(sku="D"))
 
-    assert journal.entries[:5] == [
+    assert journal.entries[:6] == [
         "audit>",
         "validation>",
         "authorization>",
         "tenancy>",
+        "idempotency>",
         "retry>",
     ]
 

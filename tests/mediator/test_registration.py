@@ -393,6 +393,8 @@ def test_stages_order_by_value_and_leave_room_between() -> None:
 
     assert Stage.AUDIT < Stage.VALIDATION < Stage.AUTHORIZATION < Stage.RETRY
     assert Stage.RETRY < Stage.TRANSACTION
+    assert Stage.AUTHORIZATION < Stage.IDEMPOTENCY < Stage.RETRY
+    assert repr(Stage.IDEMPOTENCY) == "Stage(350, 'IDEMPOTENCY')"
     assert Stage.AUTHORIZATION < tenancy < Stage.RETRY
     assert Stage(350) == tenancy  # names are labels; order and equality use the value
     assert repr(tenancy) == "Stage(350, 'TENANCY')"

@@ -7,11 +7,13 @@ mode is a context manager; the recorder keeps events of the kind asked for.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import assert_type
 
 import httpx
 from fastapi import FastAPI
 from injector import Injector
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from http_resilience import (
     AttemptEvent,
@@ -24,8 +26,13 @@ from http_resilience.otel import HttpMetrics, HttpTracing
 from http_resilience.testing import EventRecorder, ScriptedTransport
 from http_resilience.testing import set_testing as set_http_testing
 from mediator import MediatorModule, Principal, current_correlation_id
-from mediator.asgi import DomainErrorMiddleware, RequestContextMiddleware
+from mediator.asgi import (
+    DomainErrorMiddleware,
+    IdempotencyKeyMiddleware,
+    RequestContextMiddleware,
+)
 from mediator.otel import TelemetryBehavior
+from mediator.sqlalchemy import AsyncSqlAlchemyIdempotencyStore
 from mediator_resilience.testing import set_testing as set_retry_testing
 
 
@@ -38,6 +45,21 @@ def web(app: FastAPI) -> None:
 
     DomainErrorMiddleware(app, retry_after=2.0)
     RequestContextMiddleware(app, principal=from_token, correlation_header="X-Id")
+
+
+def idempotency_keys(app: FastAPI, engine: AsyncEngine) -> None:
+    app.add_middleware(
+        IdempotencyKeyMiddleware,
+        store_factory=lambda: AsyncSqlAlchemyIdempotencyStore(engine),
+        required=["/orders"],
+    )
+    IdempotencyKeyMiddleware(
+        app,
+        required=lambda scope: scope["path"] == "/pay",
+        methods={"POST"},
+        replay_headers=("ETag",),
+        lease=timedelta(minutes=2),
+    )
 
 
 def one_correlation_id() -> None:

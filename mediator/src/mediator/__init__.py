@@ -14,7 +14,7 @@ from mediator._audit import (
 )
 from mediator._authorization import AuthorizationBehavior, Policy, authorize
 from mediator._behavior import Behavior, Next, StreamNext, SyncNext
-from mediator._clock import Clock, SystemClock
+from mediator._clock import Clock, SystemClock, SystemWallClock, WallClock
 from mediator._context import (
     ContextPrincipalProvider,
     Principal,
@@ -33,6 +33,7 @@ from mediator._errors import (
     FieldError,
     ForbiddenError,
     HandlerNotFoundError,
+    IdempotencyKeyMismatchError,
     MediatorError,
     NotFoundError,
     ScopeError,
@@ -47,6 +48,20 @@ from mediator._handlers import (
     QueryHandler,
     RequestHandler,
     StreamHandler,
+)
+from mediator._idempotency import (
+    current_idempotency_key,
+    derive_idempotency_key,
+    idempotency_key,
+    idempotent,
+    is_replay,
+)
+from mediator._idempotency_behavior import IdempotencyBehavior, IdempotencyOptions
+from mediator._idempotency_store import (
+    AsyncIdempotencyStore,
+    Claim,
+    IdempotencyStore,
+    StoredOutcome,
 )
 from mediator._mediator import Mediator
 from mediator._module import (
@@ -69,6 +84,7 @@ from mediator._transaction import (
 from mediator._validation import ValidationBehavior, Validator
 
 __all__ = [
+    "AsyncIdempotencyStore",
     "AsyncUnitOfWork",
     "AuditBehavior",
     "AuditRecord",
@@ -77,6 +93,7 @@ __all__ = [
     "Behavior",
     "BehaviorRegistration",
     "BusinessRuleError",
+    "Claim",
     "Clock",
     "Command",
     "CommandHandler",
@@ -88,6 +105,10 @@ __all__ = [
     "FieldError",
     "ForbiddenError",
     "HandlerNotFoundError",
+    "IdempotencyBehavior",
+    "IdempotencyKeyMismatchError",
+    "IdempotencyOptions",
+    "IdempotencyStore",
     "LoggingAuditSink",
     "Mediator",
     "MediatorConfig",
@@ -108,12 +129,14 @@ __all__ = [
     "ScopeError",
     "Sensitive",
     "Stage",
+    "StoredOutcome",
     "StreamHandler",
     "StreamNext",
     "StreamQuery",
     "SyncNext",
     "SyncPathError",
     "SystemClock",
+    "SystemWallClock",
     "TransactionBehavior",
     "TransientDatabaseError",
     "UnitOfWork",
@@ -121,13 +144,19 @@ __all__ = [
     "ValidationBehavior",
     "ValidationError",
     "Validator",
+    "WallClock",
     "acting_as",
     "at_scope_exit",
     "authorize",
     "correlation_id",
     "current_correlation_id",
+    "current_idempotency_key",
     "current_principal",
+    "derive_idempotency_key",
+    "idempotency_key",
+    "idempotent",
     "in_unit_of_work",
+    "is_replay",
     "is_transactional",
     "register_behavior",
     "request_scope",

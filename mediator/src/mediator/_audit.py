@@ -26,6 +26,7 @@ from pydantic import BaseModel, SecretBytes, SecretStr
 from mediator._behavior import Next, StreamNext, SyncNext
 from mediator._clock import Clock
 from mediator._context import PrincipalProvider, current_correlation_id
+from mediator._idempotency import replayed
 from mediator._stage import Stage
 
 __all__ = [
@@ -68,6 +69,8 @@ class AuditRecord:
         principal: The principal's id, or None when anonymous.
         correlation_id: From `correlation_id`, or None.
         fields: The request's fields, sensitive ones replaced by ``"[redacted]"``.
+        replayed: True when an ``@idempotent`` command was answered from the
+            idempotency store, its handler not run (see `is_replay`).
     """
 
     request_type: str
@@ -76,6 +79,7 @@ class AuditRecord:
     principal: str | None
     correlation_id: str | None
     fields: Mapping[str, Any]
+    replayed: bool = False
 
 
 @runtime_checkable
@@ -219,6 +223,7 @@ class _Audit:
                 principal=principal.id if principal is not None else None,
                 correlation_id=current_correlation_id(),
                 fields=redacted_fields(request),
+                replayed=replayed(request),
             )
         )
 
@@ -286,6 +291,20 @@ class _Redaction:
             return self.fields(value, depth)
         finally:
             self._path.discard(key)
+
+
+def field_names(cls: type[Any]) -> tuple[str, ...]:
+    """The field names of a pydantic model, dataclass or attrs class (cached)."""
+    return _field_names(cls)
+
+
+def sensitive_fields(cls: type[Any]) -> frozenset[str]:
+    """The fields of `cls` marked `Sensitive`, anywhere in their annotation (cached).
+
+    `SecretStr` and `SecretBytes` values are sensitive too; they are told by
+    their value, not by their field.
+    """
+    return _sensitive_fields(cls)
 
 
 def _is_container(value: object) -> bool:

@@ -14,6 +14,7 @@ __all__ = [
     "FieldError",
     "ForbiddenError",
     "HandlerNotFoundError",
+    "IdempotencyKeyMismatchError",
     "MediatorError",
     "NotFoundError",
     "ScopeError",
@@ -58,6 +59,14 @@ class ValidationError(DomainError):
 
 class BusinessRuleError(DomainError):
     """A business rule refused the request (for example, insufficient stock)."""
+
+
+class IdempotencyKeyMismatchError(BusinessRuleError):
+    """An idempotency key was reused with another request (another fingerprint).
+
+    A client reuses a key only to retry the same request; a new request takes a
+    new key. Mapped to 422, like any business rule.
+    """
 
 
 class NotFoundError(DomainError):

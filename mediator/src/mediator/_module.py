@@ -15,6 +15,7 @@ from mediator._clock import Clock, SystemClock
 from mediator._context import ContextPrincipalProvider, PrincipalProvider
 from mediator._discovery import find_handlers, find_validators, walk_modules
 from mediator._handlers import HandlerInfo, inspect_handler
+from mediator._idempotency_behavior import IdempotencyBehavior
 from mediator._mediator import Mediator, Settings, build_mediator
 from mediator._transaction import TransactionBehavior
 from mediator._validation import (
@@ -36,6 +37,7 @@ DEFAULT_BEHAVIORS: tuple[type[Any], ...] = (
     AuditBehavior,
     ValidationBehavior,
     AuthorizationBehavior,
+    IdempotencyBehavior,
     TransactionBehavior,
 )
 
@@ -132,11 +134,12 @@ class MediatorConfig:
     def use_defaults(self) -> Self:
         """Install the built-in behaviors and order the chain by `Stage`.
 
-        Adds `AuditBehavior`, `ValidationBehavior`, `AuthorizationBehavior` and
-        `TransactionBehavior`, and orders every behavior (these, yours, and
-        those other modules register) by stage, whatever the registration
-        order: audit, validation and authorization run once per request, retry
-        sits inside them and outside the transaction.
+        Adds `AuditBehavior`, `ValidationBehavior`, `AuthorizationBehavior`,
+        `IdempotencyBehavior` and `TransactionBehavior`, and orders every
+        behavior (these, yours, and those other modules register) by stage,
+        whatever the registration order: audit, validation, authorization and
+        idempotency run once per request, retry sits inside them and outside
+        the transaction.
         """
         self._ordered_by_stage = True
         for behavior in DEFAULT_BEHAVIORS:

@@ -12,13 +12,13 @@ __all__ = ["Stage"]
 class Stage:
     """An ordered position in the behavior chain; lower values run further out.
 
-    The built-in stages are spaced by 100 so custom ones fit between them:
-    ``AUDIT (100) < VALIDATION (200) < AUTHORIZATION (300) < RETRY (400) <
-    TRANSACTION (500)``. Stages compare by `value` only.
+    The built-in stages leave room for custom ones between them:
+    ``AUDIT (100) < VALIDATION (200) < AUTHORIZATION (300) < IDEMPOTENCY (350)
+    < RETRY (400) < TRANSACTION (500)``. Stages compare by `value` only.
 
     Example:
-        >>> TENANCY = Stage(350, "TENANCY")
-        >>> Stage.AUTHORIZATION < TENANCY < Stage.RETRY
+        >>> TENANCY = Stage(320, "TENANCY")
+        >>> Stage.AUTHORIZATION < TENANCY < Stage.IDEMPOTENCY
         True
     """
 
@@ -28,6 +28,7 @@ class Stage:
     AUDIT: ClassVar[Stage]
     VALIDATION: ClassVar[Stage]
     AUTHORIZATION: ClassVar[Stage]
+    IDEMPOTENCY: ClassVar[Stage]
     RETRY: ClassVar[Stage]
     TRANSACTION: ClassVar[Stage]
 
@@ -44,5 +45,6 @@ class Stage:
 Stage.AUDIT = Stage(100, "AUDIT")
 Stage.VALIDATION = Stage(200, "VALIDATION")
 Stage.AUTHORIZATION = Stage(300, "AUTHORIZATION")
+Stage.IDEMPOTENCY = Stage(350, "IDEMPOTENCY")
 Stage.RETRY = Stage(400, "RETRY")
 Stage.TRANSACTION = Stage(500, "TRANSACTION")

@@ -10,6 +10,7 @@ from typing import Any, ClassVar, NoReturn, Protocol, TypeVar, cast, runtime_che
 from injector import inject
 
 from mediator._behavior import Next, SyncNext
+from mediator._completion import Step, abandoning, completing, issued
 from mediator._errors import (
     ConfigurationError,
     SyncPathError,
@@ -206,7 +207,8 @@ class TransactionBehavior:
             unit = self._async()
         else:
             unit = _Awaitable(self._sync_unit(request))
-        return _result(await drive_attempt(_attempt(scope, outer, unit), unit, next))
+        flow = _attempt(scope, outer, unit, request)
+        return _result(await drive_attempt(flow, unit, next))
 
     def handle_sync(self, request: Any, next: SyncNext[Any]) -> Any:
         """The same on the sync path, with the bound `UnitOfWork`."""
@@ -217,7 +219,8 @@ class TransactionBehavior:
             if outer is None
             else _sync_savepoint(request, outer)
         )
-        return _result(drive_attempt_sync(_attempt(scope, outer, unit), unit, next))
+        flow = _attempt(scope, outer, unit, request)
+        return _result(drive_attempt_sync(flow, unit, next))
 
     def _sync_unit(self, request: Any) -> UnitOfWork:
         if self._sync is None:
@@ -251,24 +254,37 @@ class _Failed:
     error: BaseException
 
 
-_Flow = Generator[str, Any, Any]
+_Flow = Generator[str | Step, Any, Any]
 
 
 def _attempt(
-    scope: ScopeState, outer: object, unit: UnitOfWork | AsyncUnitOfWork
+    scope: ScopeState,
+    outer: object,
+    unit: UnitOfWork | AsyncUnitOfWork,
+    request: object,
 ) -> _Flow:
     """One attempt in `unit`, as the steps a driver performs, async or sync.
 
     It yields the name of each step: ``"begin"``, ``"commit"`` or ``"rollback"``
-    (the unit's method to call) or `_NEXT` (the rest of the chain). The driver
-    sends back what the step returned, or throws in what it raised. It returns
-    the response, or `_Failed` with the failure to raise as it is.
+    (the unit's method to call) or `_NEXT` (the rest of the chain); and, from
+    `mediator._completion`, a `Step`: before the outermost commit, completing
+    the idempotency claims due (so they commit with the handler's writes);
+    after a rollback, releasing the claims of the sends that returned inside
+    the attempt. The driver sends back what the step returned, or throws in
+    what it raised. It returns the response, or `_Failed` with the failure to
+    raise as it is.
     """
     scope[_ACTIVE] = unit
+    since = issued(scope)
     try:
         yield "begin"
         result = yield _NEXT
+        due = completing(scope, request, result) if outer is None else None
+        if due is not None:
+            yield due
         yield "commit"
+        if due is not None:
+            due.committed()
     except BaseException as error:
         try:
             yield "rollback"
@@ -276,6 +292,17 @@ def _attempt(
             _note_rollback_failure(error, failure)
             if outer is not None:
                 _raise_lost(error)
+        undone = abandoning(scope, since)
+        if undone is not None:
+            try:
+                yield undone
+            except Exception as failure:
+                # The key is free again when its lease ends; the failure that
+                # rolled the attempt back is the one to raise.
+                error.add_note(
+                    "releasing an idempotency key also failed: "
+                    f"{type(failure).__qualname__}: {failure}"
+                )
         final = unit.translate_error(error) if isinstance(error, Exception) else error
         if final is error:
             return _Failed(error)

@@ -14,19 +14,21 @@ from typing import TYPE_CHECKING, Any
 from mediator._behavior import Next
 
 if TYPE_CHECKING:
+    from mediator._completion import Step
     from mediator._transaction import AsyncUnitOfWork
 
 __all__ = ["drive_attempt"]
 
 
 async def drive_attempt(
-    flow: Generator[str, Any, Any], unit: AsyncUnitOfWork, next: Next[Any]
+    flow: Generator[str | Step, Any, Any], unit: AsyncUnitOfWork, next: Next[Any]
 ) -> Any:
     """Perform the flow's steps on the async path; return what the flow returns.
 
-    A step is ``"next"`` (the rest of the chain) or the name of a method of
-    `unit`. What a step returns is sent back into the flow; what it raises is
-    thrown in.
+    A step is ``"next"`` (the rest of the chain), the name of a method of
+    `unit`, or a `Step` (completing or releasing idempotency claims), run with
+    its ``arun``. What a step returns is sent back into the flow; what it
+    raises is thrown in.
     """
     value: Any = None
     failure: BaseException | None = None
@@ -37,6 +39,9 @@ async def drive_attempt(
             return done.value
         failure = None
         try:
-            value = await (next() if step == "next" else getattr(unit, step)())
+            if isinstance(step, str):
+                value = await (next() if step == "next" else getattr(unit, step)())
+            else:
+                value = await step.arun()
         except BaseException as error:
             failure = error

@@ -16,19 +16,21 @@ from typing import TYPE_CHECKING, Any
 from mediator._behavior import SyncNext
 
 if TYPE_CHECKING:
+    from mediator._completion import Step
     from mediator._transaction import UnitOfWork
 
 __all__ = ["drive_attempt_sync"]
 
 
 def drive_attempt_sync(
-    flow: Generator[str, Any, Any], unit: UnitOfWork, next: SyncNext[Any]
+    flow: Generator[str | Step, Any, Any], unit: UnitOfWork, next: SyncNext[Any]
 ) -> Any:
     """Perform the flow's steps on the sync path; return what the flow returns.
 
-    A step is ``"next"`` (the rest of the chain) or the name of a method of
-    `unit`. What a step returns is sent back into the flow; what it raises is
-    thrown in.
+    A step is ``"next"`` (the rest of the chain), the name of a method of
+    `unit`, or a `Step` (completing or releasing idempotency claims), run with
+    its ``run``. What a step returns is sent back into the flow; what it
+    raises is thrown in.
     """
     value: Any = None
     failure: BaseException | None = None
@@ -39,6 +41,9 @@ def drive_attempt_sync(
             return done.value
         failure = None
         try:
-            value = next() if step == "next" else getattr(unit, step)()
+            if isinstance(step, str):
+                value = next() if step == "next" else getattr(unit, step)()
+            else:
+                value = step.run()
         except BaseException as error:
             failure = error

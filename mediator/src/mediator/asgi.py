@@ -6,14 +6,24 @@ take them, and `mediator` depends on no web framework:
 - `DomainErrorMiddleware` answers the domain errors a handler raises with RFC
   9457 problem details (422, 404, 403 or 401, 409, 503);
 - `RequestContextMiddleware` sets each request's correlation id (from the
-  caller's header, or a new one, echoed on the answer) and its principal.
+  caller's header, or a new one, echoed on the answer) and its principal;
+- `IdempotencyKeyMiddleware` reads the ``Idempotency-Key`` of POST and PATCH
+  requests, sets it for ``@idempotent`` commands, and replays the answer of
+  a request already completed with it.
 
 Example:
     >>> async def app(scope, receive, send): ...
-    >>> wrapped = RequestContextMiddleware(DomainErrorMiddleware(app))
+    >>> wrapped = RequestContextMiddleware(
+    ...     IdempotencyKeyMiddleware(DomainErrorMiddleware(app))
+    ... )
 """
 
 from mediator._asgi.domain_errors import DomainErrorMiddleware
+from mediator._asgi.idempotency_key import IdempotencyKeyMiddleware
 from mediator._asgi.request_context import RequestContextMiddleware
 
-__all__ = ["DomainErrorMiddleware", "RequestContextMiddleware"]
+__all__ = [
+    "DomainErrorMiddleware",
+    "IdempotencyKeyMiddleware",
+    "RequestContextMiddleware",
+]

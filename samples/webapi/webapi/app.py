@@ -10,8 +10,11 @@ The recipe, in order:
   application configures an SDK), and two health routes say whether the
   process is up and whether its dependencies take calls;
 - the middlewares set each request's correlation id (one for the audit
-  records and the HTTP calls), carry the caller's deadline in, and turn what
-  escapes a handler into the answer it means.
+  records and the HTTP calls), carry the caller's deadline in, take the
+  ``Idempotency-Key`` every ``POST /orders`` must carry (the order sent again
+  under it is answered with its first answer, marked
+  ``Idempotent-Replayed: true``), and turn what escapes a handler into the
+  answer it means.
 """
 
 from __future__ import annotations
@@ -40,9 +43,17 @@ from http_resilience.asgi import liveness, readiness
 from http_resilience.injector import HttpClientsModule
 from http_resilience.otel import HttpMetrics, HttpTracing
 from mediator import Mediator, MediatorModule, current_correlation_id
-from mediator.asgi import DomainErrorMiddleware, RequestContextMiddleware
+from mediator.asgi import (
+    DomainErrorMiddleware,
+    IdempotencyKeyMiddleware,
+    RequestContextMiddleware,
+)
 from mediator.otel import TelemetryBehavior
-from mediator.sqlalchemy import SqlAlchemyModule
+from mediator.sqlalchemy import (
+    AsyncSqlAlchemyIdempotencyStore,
+    SqlAlchemyModule,
+    acreate_idempotency_table,
+)
 from mediator_resilience import ResilienceMediatorModule
 from webapi.domain import HANDLERS, INVENTORY, Base, Order, OrderView, PlaceOrder
 
@@ -76,6 +87,10 @@ def create_app(settings: Settings) -> FastAPI:
         engine = create_async_engine(settings.database_url)
         async with engine.begin() as connection:
             await connection.run_sync(Base.metadata.create_all)
+        # The idempotency records: the mediator's (@idempotent commands) and
+        # the HTTP answers IdempotencyKeyMiddleware keeps.
+        await acreate_idempotency_table(engine)
+        app.state.idempotency_store = AsyncSqlAlchemyIdempotencyStore(engine)
         injector = Injector(
             [
                 MediatorModule(
@@ -131,11 +146,18 @@ def create_app(settings: Settings) -> FastAPI:
         )
 
     # The last added is the outermost: the request's correlation id and
-    # caller first, then the caller's deadline and retry, then what escapes a
-    # handler: a domain error, or an outage of the inventory.
+    # caller first, then the idempotency key (the caller is known, and a
+    # domain error's answer is kept too), then the caller's deadline and
+    # retry, then what escapes a handler: a domain error, or an outage of the
+    # inventory.
     app.add_middleware(ResilienceErrorMiddleware)
     app.add_middleware(DomainErrorMiddleware)
     app.add_middleware(ResilienceContextMiddleware)
+    app.add_middleware(
+        IdempotencyKeyMiddleware,
+        store_factory=lambda: app.state.idempotency_store,
+        required=["/orders"],
+    )
     app.add_middleware(RequestContextMiddleware)
     return app
 

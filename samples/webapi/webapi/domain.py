@@ -4,7 +4,11 @@
 a resilient client, with an ``Idempotency-Key`` so that its retries never
 reserve twice) and stores the order in one transaction. It is `@retryable`:
 a transient database failure runs it again, and the same key keeps the
-reservation single.
+reservation single. It is `@idempotent` with the key of the request context
+(the ``Idempotency-Key`` the caller sent with ``POST /orders``): the order
+sent again under that key is answered with its first outcome, and the
+inventory's key is derived from it (`derive_idempotency_key`), so every run
+of the handler under one caller's key reserves under one inventory key.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ from mediator import (
     NotFoundError,
     Query,
     QueryHandler,
+    derive_idempotency_key,
+    idempotent,
     transactional,
 )
 from mediator_resilience import retryable
@@ -57,6 +63,7 @@ class Order(Query[OrderView]):
     order_id: str
 
 
+@idempotent
 @retryable
 @transactional
 class PlaceOrder(Command[OrderView]):
@@ -76,10 +83,13 @@ class PlaceOrderHandler(CommandHandler[PlaceOrder, OrderView]):
     async def handle(self, request: PlaceOrder) -> OrderView:
         if await self.session.get(OrderRow, request.order_id) is not None:
             raise BusinessRuleError(f"order {request.order_id} exists already")
+        # The same for every run of this send under the caller's key; the
+        # order id stands in when the handler runs outside an idempotent send.
+        key = derive_idempotency_key("reserve-stock") or f"order-{request.order_id}"
         answer = await self.inventory.post(
             "/reservations",
             json={"sku": request.sku, "quantity": request.quantity},
-            headers={"Idempotency-Key": f"order-{request.order_id}"},
+            headers={"Idempotency-Key": key},
         )
         if answer.status_code == 409:  # Conflict
             raise BusinessRuleError(f"not enough {request.sku} in stock")

@@ -10,6 +10,7 @@ import pytest
 MODULES = [
     "mediator.asgi",
     "mediator._asgi.domain_errors",
+    "mediator._asgi.idempotency_key",
     "mediator._asgi.request_context",
 ]
 
@@ -27,5 +28,6 @@ def test_the_public_names_are_pinned() -> None:
 
     assert mediator.asgi.__all__ == [
         "DomainErrorMiddleware",
+        "IdempotencyKeyMiddleware",
         "RequestContextMiddleware",
     ]

@@ -1,11 +1,22 @@
 """The SQLAlchemy unit of work for `@transactional` requests (extra ``sqlalchemy``).
 
 Install `SqlAlchemyModule` beside `MediatorModule`: it binds a request-scoped
-`Session` (and/or `AsyncSession`) that handlers take through ``@inject``, and the
-`UnitOfWork` that `TransactionBehavior` runs each attempt in.
+`Session` (and/or `AsyncSession`) that handlers take through ``@inject``, the
+`UnitOfWork` that `TransactionBehavior` runs each attempt in, and the idempotency
+store (`SqlAlchemyIdempotencyStore`, on `idempotency_table`) that
+`IdempotencyBehavior` claims keys in.
 """
 
 from mediator.sqlalchemy._errors import translate_error
+from mediator.sqlalchemy._idempotency_store import (
+    AsyncSqlAlchemyIdempotencyStore,
+    SqlAlchemyIdempotencyStore,
+)
+from mediator.sqlalchemy._idempotency_table import (
+    acreate_idempotency_table,
+    create_idempotency_table,
+    idempotency_table,
+)
 from mediator.sqlalchemy._module import SqlAlchemyModule
 from mediator.sqlalchemy._sqlite import prepare_sqlite
 from mediator.sqlalchemy._unit_of_work import (
@@ -14,9 +25,14 @@ from mediator.sqlalchemy._unit_of_work import (
 )
 
 __all__ = [
+    "AsyncSqlAlchemyIdempotencyStore",
     "AsyncSqlAlchemyUnitOfWork",
+    "SqlAlchemyIdempotencyStore",
     "SqlAlchemyModule",
     "SqlAlchemyUnitOfWork",
+    "acreate_idempotency_table",
+    "create_idempotency_table",
+    "idempotency_table",
     "prepare_sqlite",
     "translate_error",
 ]

@@ -1,4 +1,4 @@
-"""`SqlAlchemyModule`: request-scoped sessions and the unit of work, for injector."""
+"""`SqlAlchemyModule`: request-scoped sessions, units of work and idempotency stores."""
 
 from __future__ import annotations
 
@@ -15,8 +15,13 @@ from sqlalchemy.ext.asyncio import (
 )
 from sqlalchemy.orm import Session, sessionmaker
 
+from mediator._idempotency_store import AsyncIdempotencyStore, IdempotencyStore
 from mediator._scope import RequestScope, at_scope_exit
 from mediator._transaction import AsyncUnitOfWork, UnitOfWork
+from mediator.sqlalchemy._idempotency_store import (
+    AsyncSqlAlchemyIdempotencyStore,
+    SqlAlchemyIdempotencyStore,
+)
 from mediator.sqlalchemy._sqlite import prepare_sqlite
 from mediator.sqlalchemy._unit_of_work import (
     AsyncSqlAlchemyUnitOfWork,
@@ -37,7 +42,12 @@ class SqlAlchemyModule(Module):
       nested sends, closed when the send ends) and `UnitOfWork` runs each
       attempt of a `@transactional` request on it;
     - async: the same with `AsyncSession` and `AsyncUnitOfWork`, which the
-      async path prefers when both are bound.
+      async path prefers when both are bound;
+    - on each side, the idempotency store (`IdempotencyStore`,
+      `AsyncIdempotencyStore`) is request-scoped too: `SqlAlchemyIdempotencyStore`
+      (or the async one) on the engine, completing on the send's session. With
+      a factory, the engine is the one it is bound to; a factory bound per
+      mapper or table (``binds=``) gets no store.
 
     SQLite engines are prepared with `prepare_sqlite` (WAL, foreign keys, and
     ``BEGIN IMMEDIATE`` for units of work). Sessions are made with
@@ -108,17 +118,41 @@ class SqlAlchemyModule(Module):
         self._async_sessions = async_session_factory
 
     def configure(self, binder: Binder) -> None:
-        """Bind `Session`/`UnitOfWork` and `AsyncSession`/`AsyncUnitOfWork`."""
+        """Bind the session, unit of work and idempotency store of each side."""
         if self._sessions is not None:
             binder.bind(Session, to=_opened(self._sessions), scope=RequestScope)
             binder.bind(UnitOfWork, to=SqlAlchemyUnitOfWork)
+            engine = _engine_of(self._sessions)
+            if isinstance(engine, Engine):
+                store: Provider[IdempotencyStore] = _Injected(
+                    lambda injector: SqlAlchemyIdempotencyStore(
+                        engine, injector.get(Session)
+                    )
+                )
+                binder.bind(IdempotencyStore, to=store, scope=RequestScope)
         if self._async_sessions is not None:
             opened = _opened(self._async_sessions)
             binder.bind(AsyncSession, to=opened, scope=RequestScope)
             binder.bind(AsyncUnitOfWork, to=AsyncSqlAlchemyUnitOfWork)
+            async_engine = _engine_of(self._async_sessions)
+            if isinstance(async_engine, AsyncEngine):
+                async_store: Provider[AsyncIdempotencyStore] = _Injected(
+                    lambda injector: AsyncSqlAlchemyIdempotencyStore(
+                        async_engine, injector.get(AsyncSession)
+                    )
+                )
+                binder.bind(AsyncIdempotencyStore, to=async_store, scope=RequestScope)
 
 
 _S = TypeVar("_S", Session, AsyncSession)
+
+
+def _engine_of(
+    factory: sessionmaker[Session] | async_sessionmaker[AsyncSession],
+) -> object:
+    """The engine a factory is bound to (a connection's own engine), if one."""
+    bind = factory.kw.get("bind")
+    return bind.engine if isinstance(bind, Connection | AsyncConnection) else bind
 
 
 def _opened(sessions: Callable[[], _S]) -> Provider[_S]:
@@ -244,3 +278,13 @@ class _Call(Provider[T]):
 
     def get(self, injector: Injector) -> T:
         return self._function()
+
+
+class _Injected(Provider[T]):
+    """A provider that calls a function with the injector."""
+
+    def __init__(self, function: Callable[[Injector], T]) -> None:
+        self._function = function
+
+    def get(self, injector: Injector) -> T:
+        return self._function(injector)

@@ -1,0 +1,628 @@
+"""`IdempotencyKeyMiddleware`: the ``Idempotency-Key`` of POST and PATCH requests."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import hashlib
+import json
+import logging
+import re
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Final, cast
+
+from mediator._asgi.types import (
+    PRINCIPAL_SCOPE_KEY,
+    ASGIApp,
+    Message,
+    Receive,
+    Scope,
+    Send,
+    check_app,
+    check_header_name,
+)
+from mediator._clock import utc_now
+from mediator._context import Principal, current_principal
+from mediator._idempotency import idempotency_key
+from mediator._idempotency_store import (
+    MAX_KEY_LENGTH,
+    AsyncIdempotencyStore,
+    StoredOutcome,
+)
+
+__all__ = [
+    "DEFAULT_IDEMPOTENCY_HEADER",
+    "DEFAULT_LEASE",
+    "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_MAX_RESPONSE_BYTES",
+    "DEFAULT_METHODS",
+    "DEFAULT_RETENTION",
+    "REPLAYED_HEADER",
+    "IdempotencyKeyMiddleware",
+]
+
+DEFAULT_IDEMPOTENCY_HEADER: Final = "Idempotency-Key"
+DEFAULT_METHODS: Final = ("POST", "PATCH")
+DEFAULT_MAX_BODY_BYTES: Final = 1_048_576
+"""The largest request body read (and hashed) for a keyed request: 1 MiB."""
+DEFAULT_MAX_RESPONSE_BYTES: Final = 1_048_576
+"""The largest answer body kept for replay: 1 MiB; a larger one is not kept."""
+DEFAULT_LEASE: Final = timedelta(minutes=1)
+"""How long a claim holds its key before a later request may take it over."""
+DEFAULT_RETENTION: Final = timedelta(hours=24)
+"""How long a kept answer is replayed (then `purge_expired` may delete it)."""
+REPLAYED_HEADER: Final = "Idempotent-Replayed"
+"""Set to ``true`` on an answer replayed from the store."""
+
+HTTP_TYPE_NAME: Final = "http"
+"""The `StoredOutcome.type_name` of the answers this middleware keeps."""
+
+# Kept with every answer: what a client needs to read the body and follow it.
+# Never set-cookie (a session for whoever sends the key next) nor content-length
+# (recomputed on replay).
+_ALWAYS_KEPT: Final = frozenset({b"content-type", b"content-encoding", b"location"})
+_NEVER_KEPT: Final = frozenset({b"set-cookie", b"content-length"})
+# "Try again" answers: keeping one would replay it to every retry. 409 is among
+# them: it is also what a concurrent duplicate gets from the mediator's own
+# IdempotencyBehavior, whose stored outcome answers the retry anyway.
+_TRANSIENT: Final = frozenset({408, 409, 425, 429})
+_VISIBLE: Final = re.compile(rb"[!-~]{1,%d}" % MAX_KEY_LENGTH)
+# An RFC 8941 string (the IETF draft's form of the header): "..." with \" and \\.
+_SF_STRING: Final = re.compile(rb'"((?:[ !#-\[\]-~]|\\["\\])*)"')
+_SF_ESCAPE: Final = re.compile(rb'\\(["\\])')
+_METHOD: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+
+_logger = logging.getLogger("mediator.asgi")
+
+Required = Callable[[Scope], bool] | Collection[str]
+"""Which requests must carry a key: a test of the scope, or path prefixes."""
+
+
+class _Malformed:
+    """The header was sent, but is no key (the marker `_key_of` returns)."""
+
+
+_MALFORMED: Final = _Malformed()
+
+
+class IdempotencyKeyMiddleware:
+    """Reads the ``Idempotency-Key`` of POST and PATCH requests, and replays.
+
+    For an ``http`` request whose method is in `methods`:
+
+    - no key: 400 when `required` says the route needs one, else the request
+      goes through as it came;
+    - a malformed key (empty, over 255 characters, anything but visible
+      ASCII, or the header sent more than once): 400, and nothing is stored.
+      The value may be sent plain (``order-7``) or as the IETF draft's quoted
+      string (``"order-7"``), which is the same key;
+    - a valid key: the app runs inside `idempotency_key` (``@idempotent``
+      commands read it), and, given a `store_factory`, the answer is kept:
+
+      - the first request with the key claims it and runs the app; its answer
+        (status, body, and the headers ``content-type``, ``content-encoding``,
+        ``location`` and those named in `replay_headers`; never
+        ``set-cookie``) is stored when its status is 200 to 499, except 408,
+        409, 425 and 429, which say to try again;
+      - a later request with the key and the same body (and query string)
+        gets that answer back without running the app, marked with
+        ``Idempotent-Replayed: true``;
+      - the key while its first request still runs: 409, with
+        ``Retry-After: 1``; the key with another body: 422;
+      - an answer that is not kept (5xx, one of the four above, a body over
+        `max_response_bytes`) or an exception gives the key back (``release``),
+        so that a retry runs the app again.
+
+    The key is scoped by tenant and route: ``"<tenant>|HTTP <method> <path>"``,
+    where the tenant is the principal's ``claims["tenant"]``, else its id,
+    else ``""`` for an anonymous caller. Put this middleware inside
+    `RequestContextMiddleware` (so the principal is known) and outside
+    `DomainErrorMiddleware` (so a domain error's answer is kept too).
+
+    Problems are answered as RFC 9457 ``application/problem+json``, never
+    quoting the key. Scopes other than ``http`` and other methods pass
+    through untouched.
+
+    Args:
+        app: The ASGI application to wrap.
+        store_factory: Called once per keyed request for the store that keeps
+            the answers, such as
+            ``lambda: AsyncSqlAlchemyIdempotencyStore(engine)``. None (the
+            default): the key is only checked and set for the app.
+        required: Which requests must carry a key: a callable taking the ASGI
+            scope and returning a bool, or a collection of path prefixes
+            (``"/orders"`` covers ``/orders`` and ``/orders/7``, not
+            ``/orders-archive``). Default: none.
+        methods: The methods whose key is read; default POST and PATCH.
+        header: The header the key is read from; default ``Idempotency-Key``.
+        replay_headers: Names of more answer headers to keep and replay (an
+            ``ETag``, say). ``Set-Cookie`` and ``Content-Length`` are refused.
+        max_body_bytes: The largest request body taken with a key (it is read
+            whole, hashed, then handed to the app); larger: 413. Default 1 MiB.
+        max_response_bytes: The largest answer body kept; default 1 MiB.
+        lease: How long a claim holds the key; a request still running after
+            it may see its key taken over. Default one minute.
+        retention: How long a kept answer is replayed; default 24 hours.
+        now: The current time, timezone-aware UTC; the system's by default.
+
+    Raises:
+        TypeError: An argument has the wrong type (`app`, `store_factory`,
+            `now` or a `required` that is not callable nor a collection of
+            strings; a single string where a collection is expected).
+        ValueError: A method or header name is not an HTTP token, `methods`
+            is empty, a prefix does not start with ``/``, a limit is not
+            positive, `lease` is not positive or `retention` is shorter
+            than `lease`, or `replay_headers` names a refused header.
+
+    Example:
+        >>> import asyncio, httpx
+        >>> from mediator import current_idempotency_key
+        >>> async def app(scope, receive, send):
+        ...     body = f"key {current_idempotency_key()}".encode()
+        ...     await send({"type": "http.response.start", "status": 201})
+        ...     await send({"type": "http.response.body", "body": body})
+        >>> wrapped = IdempotencyKeyMiddleware(app, required=["/orders"])
+        >>> async def main():
+        ...     transport = httpx.ASGITransport(app=wrapped)
+        ...     async with httpx.AsyncClient(transport=transport) as client:
+        ...         keyed = await client.post(
+        ...             "http://shop/orders", headers={"Idempotency-Key": "o-7"}
+        ...         )
+        ...         missing = await client.post("http://shop/orders")
+        ...     return keyed.text, missing.status_code
+        >>> asyncio.run(main())
+        ('key o-7', 400)
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        store_factory: Callable[[], AsyncIdempotencyStore] | None = None,
+        required: Required = (),
+        methods: Collection[str] = DEFAULT_METHODS,
+        header: str = DEFAULT_IDEMPOTENCY_HEADER,
+        replay_headers: Collection[str] = (),
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        lease: timedelta = DEFAULT_LEASE,
+        retention: timedelta = DEFAULT_RETENTION,
+        now: Callable[[], datetime] = utc_now,
+    ) -> None:
+        check_app(app)
+        if store_factory is not None and not callable(store_factory):
+            raise TypeError(
+                "store_factory must be a callable that returns an "
+                f"AsyncIdempotencyStore, got {type(store_factory).__name__}"
+            )
+        if not callable(now):
+            raise TypeError(
+                f"now must be a callable returning a datetime, got {type(now).__name__}"
+            )
+        self.app = app
+        self.store_factory = store_factory
+        self.required = required
+        self.methods = methods
+        self.header = header
+        self.replay_headers = replay_headers
+        self.max_body_bytes = _checked_limit(max_body_bytes, "max_body_bytes")
+        self.max_response_bytes = _checked_limit(
+            max_response_bytes, "max_response_bytes"
+        )
+        self.lease, self.retention = _checked_times(lease, retention)
+        self.now = now
+        self._required = _checked_required(required)
+        self._methods = _checked_methods(methods)
+        self._header = check_header_name(header, "header")
+        self._kept = _ALWAYS_KEPT | _checked_replay_headers(replay_headers)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Check the request's key; run the app with it, or replay its answer."""
+        if scope["type"] != "http" or scope["method"] not in self._methods:
+            await self.app(scope, receive, send)
+            return
+        key = self._key_of(scope)
+        if isinstance(key, _Malformed):
+            await _send_problem(
+                send,
+                400,
+                "Bad Request",
+                f"The {self.header} header must be sent once, with 1 to "
+                f"{MAX_KEY_LENGTH} visible ASCII characters.",
+            )
+            return
+        if key is None:
+            if self._required(scope):
+                await _send_problem(
+                    send,
+                    400,
+                    "Bad Request",
+                    f"This request needs an {self.header} header.",
+                )
+                return
+            await self.app(scope, receive, send)
+            return
+        if self.store_factory is None:
+            with idempotency_key(key):
+                await self.app(scope, receive, send)
+            return
+        await self._kept_answer(self.store_factory, key, scope, receive, send)
+
+    def _key_of(self, scope: Scope) -> str | _Malformed | None:
+        """The request's key; None when it sent none."""
+        found = [
+            bytes(value)
+            for name, value in scope.get("headers", ())
+            if bytes(name).lower() == self._header
+        ]
+        if not found:
+            return None
+        if len(found) > 1:
+            return _MALFORMED
+        return _parsed_key(found[0])
+
+    async def _kept_answer(
+        self,
+        store_factory: Callable[[], AsyncIdempotencyStore],
+        key: str,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+    ) -> None:
+        """Claim the key, then replay its answer or run the app and keep it."""
+        body = await self._body(scope, receive, send)
+        if body is None:
+            return
+        # Checked whatever the annotations say: the factory is the user's.
+        store = cast("object", store_factory())
+        if not isinstance(store, AsyncIdempotencyStore):
+            raise TypeError(
+                "store_factory must return an AsyncIdempotencyStore, got "
+                f"{type(store).__name__}"
+            )
+        method = scope["method"]
+        name = f"{_tenant(scope)}|HTTP {method} {scope['path']}"
+        claim = await store.claim(
+            name,
+            key,
+            _fingerprint(scope, body),
+            now=self.now(),
+            lease=self.lease,
+            retention=self.retention,
+        )
+        if claim.status == "replay" and claim.outcome is not None:
+            await _replay(send, claim.outcome)
+            return
+        if claim.status == "in_flight":
+            await _send_problem(
+                send,
+                409,
+                "Conflict",
+                f"A request with this {self.header} is still being processed. "
+                "Try again later.",
+                retry_after=True,
+            )
+            return
+        if claim.status == "mismatch":
+            await _send_problem(
+                send,
+                422,
+                "Unprocessable Content",
+                f"This {self.header} was used with another request.",
+            )
+            return
+        token = claim.token
+        if claim.status != "claimed" or token is None:
+            raise RuntimeError(
+                f"the idempotency store answered a claim with {claim!r}, which "
+                "breaks its contract"
+            )
+        capture = _Capture(send, self.max_response_bytes, self._kept)
+        try:
+            with idempotency_key(key):
+                await self.app(scope, _replaying(body, receive), capture.send)
+        except BaseException:
+            # The key goes back for a retry; the lease expiring would free it
+            # too, so a failing store must not hide the app's error.
+            with contextlib.suppress(Exception):
+                await store.release(name, key, token)
+            raise
+        outcome = capture.outcome()
+        try:
+            if outcome is None:
+                await store.release(name, key, token)
+            else:
+                await store.finish(name, key, token, outcome, now=self.now())
+        except Exception:
+            # The caller has its answer; the claim stays pending until its
+            # lease ends, and a retry then runs the app again.
+            _logger.exception(
+                "could not record the answer to %s %s with its idempotency key",
+                method,
+                scope["path"],
+            )
+
+    async def _body(self, scope: Scope, receive: Receive, send: Send) -> bytes | None:
+        """The whole request body; None when the caller left or it was too big."""
+        limit = self.max_body_bytes
+        for name, value in scope.get("headers", ()):
+            if bytes(name).lower() == b"content-length":
+                declared = bytes(value).strip()
+                if declared.isdigit() and int(declared) > limit:
+                    await self._too_large(send)
+                    return None
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return None
+            chunk = bytes(message.get("body", b""))
+            size += len(chunk)
+            if size > limit:
+                await self._too_large(send)
+                return None
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+
+    async def _too_large(self, send: Send) -> None:
+        await _send_problem(
+            send,
+            413,
+            "Content Too Large",
+            f"A request with an {self.header} takes a body of at most "
+            f"{self.max_body_bytes} bytes.",
+        )
+
+
+@dataclass
+class _Capture:
+    """Passes the app's answer on, and keeps a copy of it while it is small."""
+
+    downstream: Send
+    limit: int
+    kept_headers: frozenset[bytes]
+    status: int | None = None
+    headers: list[tuple[str, str]] = field(default_factory=list[tuple[str, str]])
+    chunks: list[bytes] = field(default_factory=list[bytes])
+    size: int = 0
+    complete: bool = False
+    too_large: bool = False
+
+    async def send(self, message: Message) -> None:
+        """Record `message`, then pass it on."""
+        if message["type"] == "http.response.start":
+            self.status = int(message["status"])
+            for name, value in message.get("headers", ()):
+                lower = bytes(name).lower()
+                if lower in self.kept_headers:
+                    self.headers.append(
+                        (lower.decode("latin-1"), bytes(value).decode("latin-1"))
+                    )
+        elif message["type"] == "http.response.body":
+            self.complete = not message.get("more_body", False)
+            chunk = bytes(message.get("body", b""))
+            self.size += len(chunk)
+            if self.size > self.limit:
+                self.too_large = True
+                self.chunks.clear()
+            else:
+                self.chunks.append(chunk)
+        await self.downstream(message)
+
+    def outcome(self) -> StoredOutcome | None:
+        """The answer to keep; None when it is not one to replay."""
+        status = self.status
+        if (
+            status is None
+            or not self.complete
+            or self.too_large
+            or not 200 <= status < 500
+            or status in _TRANSIENT
+        ):
+            return None
+        payload = {
+            "status": status,
+            "headers": [list(pair) for pair in self.headers],
+            "body": base64.b64encode(b"".join(self.chunks)).decode("ascii"),
+        }
+        return StoredOutcome(
+            kind="response",
+            type_name=HTTP_TYPE_NAME,
+            payload=json.dumps(payload, separators=(",", ":")),
+        )
+
+
+def _replaying(body: bytes, receive: Receive) -> Receive:
+    """A `receive` that hands the app the body read already, then the caller's."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if sent:
+            return await receive()
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay
+
+
+async def _replay(send: Send, outcome: StoredOutcome) -> None:
+    """Send the kept answer again, marked as a replay."""
+    try:
+        if outcome.kind != "response" or outcome.type_name != HTTP_TYPE_NAME:
+            raise ValueError(outcome.type_name)
+        payload = cast("dict[str, object]", json.loads(outcome.payload))
+        status = payload["status"]
+        pairs = cast("list[list[str]]", payload["headers"])
+        body = base64.b64decode(cast("str", payload["body"]), validate=True)
+        if not isinstance(status, int):
+            raise TypeError(type(status).__name__)
+        headers = [
+            (name.encode("latin-1"), value.encode("latin-1")) for name, value in pairs
+        ]
+    except (ValueError, TypeError, KeyError, binascii.Error) as error:
+        raise RuntimeError(
+            "the answer stored for this idempotency key is not one "
+            "IdempotencyKeyMiddleware kept"
+        ) from error
+    headers += [
+        (b"content-length", str(len(body)).encode("ascii")),
+        (REPLAYED_HEADER.lower().encode("ascii"), b"true"),
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _send_problem(
+    send: Send, status: int, title: str, detail: str, *, retry_after: bool = False
+) -> None:
+    """Answer with an RFC 9457 problem: ``application/problem+json``."""
+    body = json.dumps(
+        {"type": "about:blank", "title": title, "status": status, "detail": detail}
+    ).encode()
+    headers = [
+        (b"content-type", b"application/problem+json"),
+        (b"content-length", str(len(body)).encode("ascii")),
+    ]
+    if retry_after:
+        headers.append((b"retry-after", b"1"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _parsed_key(raw: bytes) -> str | _Malformed:
+    """The key in a header value, plain or an RFC 8941 string; else malformed."""
+    value = raw.strip(b" \t")
+    if value.startswith(b'"'):
+        quoted = _SF_STRING.fullmatch(value)
+        if quoted is None:
+            return _MALFORMED
+        value = _SF_ESCAPE.sub(rb"\1", quoted[1])
+    if _VISIBLE.fullmatch(value) is None:
+        return _MALFORMED
+    return value.decode("ascii")
+
+
+def _tenant(scope: Scope) -> str:
+    """The caller's tenant: its ``tenant`` claim, else its id; "" if anonymous."""
+    principal = current_principal()
+    if principal is None:
+        found = scope.get(PRINCIPAL_SCOPE_KEY)
+        principal = found if isinstance(found, Principal) else None
+    if principal is None:
+        return ""
+    tenant = principal.claims.get("tenant")
+    return principal.id if tenant is None else str(tenant)
+
+
+def _fingerprint(scope: Scope, body: bytes) -> str:
+    """SHA-256 of the query string and the body: what makes the request."""
+    query = bytes(scope.get("query_string", b""))
+    digest = hashlib.sha256(b"%d:" % len(query))
+    digest.update(query)
+    digest.update(body)
+    return digest.hexdigest()
+
+
+def _checked_required(value: object) -> Callable[[Scope], bool]:
+    if callable(value):
+        return cast("Callable[[Scope], bool]", value)
+    if isinstance(value, str | bytes) or not isinstance(value, Collection):
+        raise TypeError(
+            "required must be a callable taking the ASGI scope, or a collection "
+            f"of path prefixes, got {type(value).__name__}"
+        )
+    prefixes: list[str] = []
+    for prefix in cast("Collection[object]", value):
+        if not isinstance(prefix, str) or not prefix.startswith("/"):
+            raise ValueError(
+                f"required path prefixes must be strings starting with '/', "
+                f"got {prefix!r}"
+            )
+        prefixes.append(prefix.rstrip("/"))
+    if not prefixes:
+        return _never
+    if "" in prefixes:
+        return _always
+    bounded = tuple(prefixes)
+
+    def under(scope: Scope) -> bool:
+        path = str(scope.get("path", ""))
+        return any(
+            path == prefix or path.startswith(prefix + "/") for prefix in bounded
+        )
+
+    return under
+
+
+def _never(scope: Scope) -> bool:
+    return False
+
+
+def _always(scope: Scope) -> bool:
+    return True
+
+
+def _checked_methods(value: object) -> frozenset[str]:
+    if isinstance(value, str | bytes) or not isinstance(value, Collection):
+        raise TypeError(
+            f"methods must be a collection of HTTP methods, got {type(value).__name__}"
+        )
+    methods = cast("Collection[object]", value)
+    if not methods:
+        raise ValueError("methods must name at least one HTTP method")
+    for method in methods:
+        if not isinstance(method, str) or _METHOD.fullmatch(method) is None:
+            raise ValueError(f"methods must be HTTP methods, got {method!r}")
+    return frozenset(str(method).upper() for method in methods)
+
+
+def _checked_replay_headers(value: object) -> frozenset[bytes]:
+    if isinstance(value, str | bytes) or not isinstance(value, Collection):
+        raise TypeError(
+            "replay_headers must be a collection of header names, got "
+            f"{type(value).__name__}"
+        )
+    names = frozenset(
+        check_header_name(name, "replay_headers")
+        for name in cast("Collection[object]", value)
+    )
+    refused = sorted(name.decode("ascii") for name in names & _NEVER_KEPT)
+    if refused:
+        raise ValueError(
+            f"replay_headers may not name {', '.join(refused)}: they are never replayed"
+        )
+    return names
+
+
+def _checked_limit(value: object, argument: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(
+            f"{argument} must be a whole number of bytes, got {type(value).__name__}"
+        )
+    if value <= 0:
+        raise ValueError(f"{argument} must be positive, got {value}")
+    return value
+
+
+def _checked_times(lease: object, retention: object) -> tuple[timedelta, timedelta]:
+    for argument, value in (("lease", lease), ("retention", retention)):
+        if not isinstance(value, timedelta):
+            raise TypeError(
+                f"{argument} must be a timedelta, got {type(value).__name__}"
+            )
+    lease = cast("timedelta", lease)
+    retention = cast("timedelta", retention)
+    if lease <= timedelta(0):
+        raise ValueError(f"lease must be positive, got {lease}")
+    if retention < lease:
+        raise ValueError(
+            f"retention ({retention}) must be at least the lease ({lease}): a "
+            "kept answer must outlive its claim"
+        )
+    return lease, retention

@@ -1,0 +1,458 @@
+"""`IdempotencyBehavior`: an ``@idempotent`` command takes effect once per key."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import (
+    TYPE_CHECKING,
+    Annotated,
+    Any,
+    ClassVar,
+    Final,
+    NoReturn,
+    Self,
+    cast,
+)
+
+from injector import inject
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+
+from mediator._behavior import Next, SyncNext
+from mediator._clock import SystemWallClock, WallClock
+from mediator._completion import Claimed, discard, register
+from mediator._context import PrincipalProvider
+from mediator._errors import (
+    ConfigurationError,
+    ConflictError,
+    DomainError,
+    FieldError,
+    IdempotencyKeyMismatchError,
+    SyncPathError,
+    UnresolvableDependencyError,
+    ValidationError,
+)
+from mediator._fingerprint import fingerprint
+from mediator._idempotency import (
+    ActiveSend,
+    is_idempotent,
+    key_field_of,
+    key_of,
+    mark_replay,
+    running,
+)
+from mediator._idempotency_outcome import Outcomes, error_outcome
+from mediator._idempotency_store import (
+    AsyncIdempotencyStore,
+    Claim,
+    IdempotencyStore,
+    StoredOutcome,
+)
+from mediator._requests import is_request_type
+from mediator._scope import ScopeState, active_scope
+from mediator._stage import Stage
+from mediator._transaction import in_unit_of_work
+from mediator._wiring import Wiring
+
+__all__ = [
+    "DEFAULT_LEASE",
+    "DEFAULT_RETENTION",
+    "IdempotencyBehavior",
+    "IdempotencyOptions",
+]
+
+DEFAULT_RETENTION: Final = timedelta(hours=24)
+DEFAULT_LEASE: Final = timedelta(seconds=60)
+
+
+def _not_a_bool(value: object) -> object:
+    if isinstance(value, bool):
+        raise ValueError("give a duration (seconds, or ISO 8601), not true or false")
+    return value
+
+
+_Duration = Annotated[timedelta, BeforeValidator(_not_a_bool)]
+
+
+class IdempotencyOptions(BaseModel):
+    """How long `IdempotencyBehavior` keeps a key's record, and holds a claim.
+
+    Bind an instance to change them
+    (``binder.bind(IdempotencyOptions, to=IdempotencyOptions(lease=120))``);
+    without one, the defaults apply.
+
+    Attributes:
+        retention: How long a completed outcome is replayed; after it the
+            record may be purged (`purge_expired`) and the key runs anew.
+            Keep it longer than your callers retry. Default 24 h.
+        lease: How long a claim holds its key while its handler runs: a
+            duplicate meanwhile gets `ConflictError`, and after it (the
+            process crashed, say) the next send takes the key over and runs
+            the handler. Make it longer than the handler's longest run with
+            all its retries. Default 60 s; at most `retention`.
+
+    Durations take a `timedelta`, a number of seconds or ISO 8601 (``"PT2M"``).
+
+    Raises:
+        pydantic.ValidationError: On construction: a duration that is not
+            positive, or `lease` longer than `retention` (both named).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    retention: _Duration = Field(default=DEFAULT_RETENTION, gt=timedelta(0))
+    lease: _Duration = Field(default=DEFAULT_LEASE, gt=timedelta(0))
+
+    if TYPE_CHECKING:
+        # What type checkers see: durations in every form pydantic reads, read
+        # back as `timedelta`s.
+        def __init__(
+            self,
+            *,
+            retention: timedelta | float | str = DEFAULT_RETENTION,
+            lease: timedelta | float | str = DEFAULT_LEASE,
+        ) -> None: ...
+
+    @model_validator(mode="after")
+    def _check_lease(self) -> Self:
+        if self.lease > self.retention:
+            raise ValueError(
+                f"lease ({self.lease}) must not exceed retention ({self.retention}): "
+                "a record must outlive its claim"
+            )
+        return self
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What one ``@idempotent`` type needs per send, worked out once."""
+
+    operation: str
+    field: str | None
+    outcomes: Outcomes
+
+
+class IdempotencyBehavior:
+    """Runs an ``@idempotent`` command once per key; replays its outcome after.
+
+    At stage IDEMPOTENCY, between authorization and retry: a retry's attempts
+    all run under the one claim. For each send it takes the key (the field
+    named by ``@idempotent(key=...)``, else the one set with
+    `idempotency_key`), the scope (the tenant, from the principal's
+    ``claims["tenant"]``, else its id, else ``""`` when anonymous, so that all
+    anonymous callers share one tenant; and the command's type) and the
+    request's fingerprint, and claims the key in the bound store:
+
+    - new (or its lease expired): the handler runs. For a `@transactional`
+      command, the claim is completed with the response in the unit of work's
+      transaction, before it commits: the effect and the record commit
+      together. Otherwise the record is written after the handler returns, in
+      a transaction of its own (not atomic with the effect). A domain error is
+      stored as the outcome; any other failure gives the key back;
+    - completed with the same fingerprint: the stored response is returned,
+      or the stored domain error raised, without running the handler;
+      `is_replay` says so, and so does the audit record;
+    - claimed by a send still running: `ConflictError` (409);
+    - completed or claimed with another fingerprint:
+      `IdempotencyKeyMismatchError` (422).
+
+    No key, or a bad one: `ValidationError`, and nothing is stored. Applies to
+    ``@idempotent`` types only; `IdempotencyOptions` (bound, or the defaults)
+    sets the lease and the retention, and a bound `WallClock` the time.
+    """
+
+    stage: ClassVar[Stage] = Stage.IDEMPOTENCY
+
+    @inject
+    def __init__(self, resolver: Wiring, principals: PrincipalProvider) -> None:
+        self._async: Callable[[], AsyncIdempotencyStore] | None = _optional(
+            resolver, AsyncIdempotencyStore
+        )
+        self._sync: Callable[[], IdempotencyStore] | None = _optional(
+            resolver, IdempotencyStore
+        )
+        options = _optional(resolver, IdempotencyOptions)
+        self._options: IdempotencyOptions = (
+            options() if options is not None else IdempotencyOptions()
+        )
+        wall = _optional(resolver, WallClock)
+        self._now: Callable[[], datetime] = (
+            wall() if wall is not None else SystemWallClock()
+        ).now
+        self._principals = principals
+        self._plans: dict[type[Any], _Plan] = {}
+
+    def applies_to(self, request_type: type[Any]) -> bool:
+        """Whether the type is ``@idempotent``; a store must be bound then.
+
+        Raises:
+            ConfigurationError: No `IdempotencyStore` or `AsyncIdempotencyStore`
+                is bound, or the response type cannot be stored.
+        """
+        if not (is_request_type(request_type) and is_idempotent(request_type)):
+            return False
+        name = f"{request_type.__qualname__} (module {request_type.__module__})"
+        if self._async is None and self._sync is None:
+            raise ConfigurationError(
+                f"{name} is @idempotent but no idempotency store is bound: install "
+                "mediator.sqlalchemy.SqlAlchemyModule, or bind IdempotencyStore / "
+                "AsyncIdempotencyStore yourself"
+            )
+        try:
+            outcomes = Outcomes.of(request_type)
+        except Exception as error:
+            raise ConfigurationError(
+                f"{name} is @idempotent but its response type cannot be stored: {error}"
+            ) from error
+        self._plans[request_type] = _Plan(
+            f"{request_type.__module__}:{request_type.__qualname__}",
+            key_field_of(request_type),
+            outcomes,
+        )
+        return True
+
+    async def handle(self, request: Any, next: Next[Any]) -> Any:
+        """Claim the key, then run the rest of the chain, replay, or refuse."""
+        plan, scope, key, print_ = self._prepare(request)
+        store = (
+            self._async() if self._async is not None else _Awaited(self._sync_store())
+        )
+        mark_replay(False)
+        options = self._options
+        claim = await store.claim(
+            scope,
+            key,
+            print_,
+            now=self._now(),
+            lease=options.lease,
+            retention=options.retention,
+        )
+        token = _token(request, claim, plan)
+        if token is None:
+            return plan.outcomes.replay(_replayed(claim))
+        # The sync store only when it is the one in use: resolving another would
+        # open a session of its own.
+        sync = store.store if isinstance(store, _Awaited) else None
+        claimed = Claimed(
+            request, scope, key, token, store, sync, plan.outcomes, self._now
+        )
+        state = _scope(request)
+        register(state, claimed)
+        try:
+            with running(ActiveSend(scope, key)):
+                result = await next()
+        except DomainError as error:
+            if _unsettled(state, claimed):
+                await _noting(error, claimed.afinish(error_outcome(error)))
+            raise
+        except BaseException as error:
+            if _unsettled(state, claimed):
+                await _noting(error, claimed.arelease())
+            raise
+        finally:
+            mark_replay(False)
+        if _returned(state, claimed, result):
+            await claimed.afinish(plan.outcomes.response(result))
+        return result
+
+    def handle_sync(self, request: Any, next: SyncNext[Any]) -> Any:
+        """The same on the sync path, with the bound `IdempotencyStore`."""
+        plan, scope, key, print_ = self._prepare(request)
+        store = self._sync_store()
+        mark_replay(False)
+        options = self._options
+        claim = store.claim(
+            scope,
+            key,
+            print_,
+            now=self._now(),
+            lease=options.lease,
+            retention=options.retention,
+        )
+        token = _token(request, claim, plan)
+        if token is None:
+            return plan.outcomes.replay(_replayed(claim))
+        claimed = Claimed(
+            request, scope, key, token, _Awaited(store), store, plan.outcomes, self._now
+        )
+        state = _scope(request)
+        register(state, claimed)
+        try:
+            with running(ActiveSend(scope, key)):
+                result = next()
+        except DomainError as error:
+            if _unsettled(state, claimed):
+                _noting_sync(error, claimed.finish, error_outcome(error))
+            raise
+        except BaseException as error:
+            if _unsettled(state, claimed):
+                _noting_sync(error, claimed.release)
+            raise
+        finally:
+            mark_replay(False)
+        if _returned(state, claimed, result):
+            claimed.finish(plan.outcomes.response(result))
+        return result
+
+    def _prepare(self, request: Any) -> tuple[_Plan, str, str, str]:
+        """The plan, scope, key and fingerprint of one send; a bad key raises."""
+        plan = self._plans[type(request)]
+        key, _ = key_of(request, plan.field)
+        principal = self._principals.current()
+        if principal is None:
+            tenant = ""
+        else:
+            claimed_tenant: object = principal.claims.get("tenant")
+            tenant = principal.id if claimed_tenant is None else str(claimed_tenant)
+        try:
+            print_ = fingerprint(request, exclude=plan.field)
+        except ValueError as error:
+            raise ValidationError(
+                f"{type(request).__qualname__} cannot be fingerprinted",
+                [FieldError((), str(error))],
+            ) from error
+        return plan, f"{tenant}|{plan.operation}", key, print_
+
+    def _sync_store(self) -> IdempotencyStore:
+        if self._sync is None:
+            raise SyncPathError(
+                "only an AsyncIdempotencyStore is bound, so send_sync cannot run "
+                "an @idempotent command: await mediator.send(...) instead, or bind "
+                "an IdempotencyStore too"
+            )
+        return self._sync()
+
+
+def _optional(resolver: Wiring, key: type[Any]) -> Callable[[], Any] | None:
+    try:
+        return resolver.factory(key, context="IdempotencyBehavior").make
+    except UnresolvableDependencyError:
+        return None
+
+
+def _scope(request: Any) -> ScopeState:
+    scope = active_scope()
+    if scope is None:  # the behavior's route always opens one
+        raise ConfigurationError(
+            f"IdempotencyBehavior ran outside a request scope for "
+            f"{type(request).__qualname__}; it must be registered with the mediator"
+        )
+    return scope
+
+
+def _token(request: Any, claim: Claim, plan: _Plan) -> str | None:
+    """The claim's token; None for a replay; a refusal raises."""
+    name = type(request).__qualname__
+    if claim.status == "claimed" and claim.token is not None:
+        return claim.token
+    if claim.status == "replay" and claim.outcome is not None:
+        return None
+    if claim.status == "in_flight":
+        raise ConflictError(
+            f"{name} with this idempotency key is still running: try again later"
+        )
+    if claim.status == "mismatch":
+        raise IdempotencyKeyMismatchError(
+            f"this idempotency key was used with another {name} request: use a "
+            "new key for a new request"
+        )
+    _bad_claim(claim, plan)
+
+
+def _bad_claim(claim: Claim, plan: _Plan) -> NoReturn:
+    raise ConfigurationError(
+        f"the idempotency store answered {claim!r} for {plan.operation}: a "
+        "'claimed' claim needs a token, a 'replay' an outcome"
+    )
+
+
+def _replayed(claim: Claim) -> StoredOutcome:
+    mark_replay(True)
+    return cast(StoredOutcome, claim.outcome)  # `_token` checked it
+
+
+def _unsettled(state: ScopeState, claimed: Claimed) -> bool:
+    """Forget the failed send's claim; whether it still needs finishing or release.
+
+    Not when its transaction committed it already (the failure came after),
+    nor when completing found it taken over: it is someone else's now.
+    """
+    discard(state, claimed)
+    return not (claimed.done or claimed.lost)
+
+
+def _returned(state: ScopeState, claimed: Claimed, result: object) -> bool:
+    """The send returned: whether its claim is the behavior's to finish now.
+
+    Not when its transaction completed it, nor inside a running unit of work,
+    whose outermost commit completes it (and whose rollback releases it).
+    """
+    if claimed.done:
+        return False
+    if in_unit_of_work():
+        claimed.deferred = result
+        return False
+    discard(state, claimed)
+    return True
+
+
+async def _noting(error: BaseException, step: Any) -> None:
+    """Await `step`; a failure of its own is noted on `error`, never raised."""
+    try:
+        await step
+    except Exception as failure:
+        _note(error, failure)
+
+
+def _noting_sync(error: BaseException, step: Callable[..., None], *args: Any) -> None:
+    try:
+        step(*args)
+    except Exception as failure:
+        _note(error, failure)
+
+
+def _note(error: BaseException, failure: Exception) -> None:
+    # The send's own failure is the one the caller needs; the key is free
+    # again when its lease ends.
+    error.add_note(
+        "settling the idempotency key also failed: "
+        f"{type(failure).__qualname__}: {failure}"
+    )
+
+
+class _Awaited:
+    """A sync `IdempotencyStore` used on the async path (no async one is bound)."""
+
+    def __init__(self, store: IdempotencyStore) -> None:
+        self.store = store
+
+    async def claim(
+        self,
+        scope: str,
+        key: str,
+        fingerprint: str,
+        *,
+        now: datetime,
+        lease: timedelta,
+        retention: timedelta,
+    ) -> Claim:
+        return self.store.claim(
+            scope, key, fingerprint, now=now, lease=lease, retention=retention
+        )
+
+    async def complete(
+        self, scope: str, key: str, token: str, outcome: StoredOutcome, *, now: datetime
+    ) -> None:
+        self.store.complete(scope, key, token, outcome, now=now)
+
+    async def finish(
+        self, scope: str, key: str, token: str, outcome: StoredOutcome, *, now: datetime
+    ) -> None:
+        self.store.finish(scope, key, token, outcome, now=now)
+
+    async def release(self, scope: str, key: str, token: str) -> None:
+        self.store.release(scope, key, token)
+
+    async def purge_expired(self, *, now: datetime) -> int:
+        return self.store.purge_expired(now=now)
