@@ -55,7 +55,7 @@ format: venv
 # The members are installed editable, so a bench always measures the work tree.
 $(BENCH_VENV)/.synced: $(UV) benchmarks/requirements.txt $(MEMBERS)
 	$(UV) venv --allow-existing --python $(PYTHON) $(BENCH_VENV)
-	VIRTUAL_ENV=$(BENCH_VENV) $(UV) pip install -e ./mediator -e ./mediator_resilience -e ./http_resilience -r benchmarks/requirements.txt
+	VIRTUAL_ENV=$(BENCH_VENV) $(UV) pip install -e ./mediator -e ./mediator_resilience -e './http_resilience[redis]' -r benchmarks/requirements.txt
 	touch $@
 
 bench: $(BENCH_VENV)/.synced
@@ -65,6 +65,7 @@ bench: $(BENCH_VENV)/.synced
 	$(BENCH_VENV)/bin/python benchmarks/mediator_retry.py
 	$(BENCH_VENV)/bin/python benchmarks/stream_retry.py
 	$(BENCH_VENV)/bin/python benchmarks/http_overhead.py
+	$(BENCH_VENV)/bin/python benchmarks/shared_state.py
 
 # Mutation testing (mutmut) of the pure logic: backoff, Retry-After, breaker, limiter,
 # durations, stage order. Manual: not part of `make test` nor of CI. About five

@@ -10,8 +10,15 @@ import pytest
 from tests.support.fault_proxy import fault_proxy
 from tests.support.fault_server import fault_server
 from tests.support.postgres import postgres_url
+from tests.support.redis_server import redis_server, redis_session
 
-__all__ = ["fault_proxy", "fault_server", "postgres_url"]
+__all__ = [
+    "fault_proxy",
+    "fault_server",
+    "postgres_url",
+    "redis_server",
+    "redis_session",
+]
 
 
 @pytest.fixture

@@ -378,3 +378,32 @@ def test_the_otel_extra_installs_alone_and_its_module_imports(
         FORBIDDEN_IMPORTS[member.distribution] - {"opentelemetry"}
     ) & report.loaded_top_levels
     assert not forbidden, sorted(forbidden)
+
+
+def test_the_redis_extra_installs_alone_and_its_module_imports(
+    uv: Path, built: Built, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """With only the ``redis`` extra, the module that talks to Redis imports,
+    and no web framework, telemetry or other member comes along."""
+    member = HTTP_RESILIENCE
+    home = tmp_path_factory.mktemp("http_resilience-redis")
+    python = _install_alone(uv, built, member, home, extras=("redis",))
+    output = run(
+        python,
+        "-I",
+        "-W",
+        "error",
+        PROBE,
+        member.import_name,
+        *EXTRA_IMPORTS[member.distribution],
+        cwd=home,
+    )
+    report = ProbeReport.from_json(json.loads(output))
+
+    assert not report.failed, sorted(report.failed)
+    assert "http_resilience._shared.redis_batch" in report.imported
+    assert "redis" not in {
+        missing.partition(".")[0] for missing in report.skipped.values()
+    }
+    forbidden = FORBIDDEN_IMPORTS[member.distribution] & report.loaded_top_levels
+    assert not forbidden, sorted(forbidden)

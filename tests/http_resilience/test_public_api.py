@@ -48,6 +48,7 @@ def test_the_public_names_are_pinned_and_sorted() -> None:
         "RetryBudgetOptions",
         "RetryEvent",
         "RetryOptions",
+        "SharedState",
         "StreamRetryContext",
         "StreamRetryOptions",
         "SystemClock",

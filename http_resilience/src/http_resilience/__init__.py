@@ -46,6 +46,7 @@ from http_resilience._health.snapshot import (
     LimiterHealth,
     health,
 )
+from http_resilience._shared.state import SharedState
 from http_resilience._strategies.breaker import BreakerOptions
 from http_resilience._strategies.budget import RetryBudgetOptions
 from http_resilience._strategies.hedging import HedgingOptions
@@ -113,6 +114,7 @@ __all__ = [
     "RetryBudgetOptions",
     "RetryEvent",
     "RetryOptions",
+    "SharedState",
     "StreamRetryContext",
     "StreamRetryOptions",
     "SystemClock",

@@ -17,6 +17,7 @@ from injector import Binder, InstanceProvider, Module
 
 from http_resilience._core.clock import Clock
 from http_resilience._core.events import HttpEventListener
+from http_resilience._shared.state import SharedState
 from http_resilience._transports.correlation import (
     DEFAULT_CORRELATION_HEADER,
     correlation_id,
@@ -49,6 +50,9 @@ class HttpClientsModule(Module):
             the mediator's audit records; a valid id it returns is sent, else
             the id of `correlation_id`, else a new one (see
             `HttpClientFactory`).
+        shared: A `SharedState` every client shares its retry budget,
+            published quota and breakers through, with every replica (see
+            `HttpClientFactory`); close it after the factory.
 
     Every option is read and checked on this call, naming the client at fault,
     and so is the configuration's use of names: a ``resilience.http.clients``
@@ -66,7 +70,8 @@ class HttpClientsModule(Module):
         ValueError: A name is added twice, configuration is for a client the
             factory does not have, or `correlation_header` is not a header name
             or names one httpx sets itself (`Host`, ...).
-        TypeError: `correlation` is neither callable nor None.
+        TypeError: `correlation` is neither callable nor None, or `shared`
+            is not a `SharedState`.
 
     Example:
         >>> import asyncio, httpx
@@ -101,6 +106,7 @@ class HttpClientsModule(Module):
         listeners: Sequence[HttpEventListener] = (),
         correlation_header: str | None = DEFAULT_CORRELATION_HEADER,
         correlation: Callable[[], str | None] | None = None,
+        shared: SharedState | None = None,
     ) -> None:
         def add_clients(factory: HttpClientFactory) -> None:
             if configure is not None:
@@ -115,6 +121,7 @@ class HttpClientsModule(Module):
             listeners=listeners,
             correlation_header=correlation_header,
             correlation=correlation,
+            shared=shared,
         )
 
     def configure(self, binder: Binder) -> None:

@@ -28,13 +28,24 @@ from __future__ import annotations
 import random as _random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, Generic, Protocol, TypeVar, cast, runtime_checkable
+from typing import (
+    TYPE_CHECKING,
+    ClassVar,
+    Generic,
+    Protocol,
+    TypeVar,
+    cast,
+    runtime_checkable,
+)
 
 import httpx
 
 from http_resilience._core.clock import Clock
 from http_resilience._core.pipeline import AsyncHandler, SyncHandler
 from http_resilience._core.telemetry import Telemetry
+
+if TYPE_CHECKING:
+    from http_resilience._shared.link import ClientShare
 
 __all__ = [
     "BuildContext",
@@ -60,11 +71,14 @@ class BuildContext:
         clock: The strategies' time.
         telemetry: Where the strategies report.
         random: A float in [0, 1) per call (the retry's jitter).
+        share: The transport's link to a `SharedState`: the budget and the
+            breaker build fleet-aware strategies from it. None: local only.
     """
 
     clock: Clock
     telemetry: Telemetry
     random: Callable[[], float] = _random.random
+    share: ClientShare | None = None
     _shared: dict[object, object] = field(default_factory=dict[object, object])
 
     def shared(self, make: Callable[[], T]) -> T:

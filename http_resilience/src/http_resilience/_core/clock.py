@@ -27,6 +27,7 @@ __all__ = [
     "reader",
     "real_time",
     "utc_now",
+    "wall_time",
 ]
 
 
@@ -43,6 +44,11 @@ def reader(clock: Clock) -> Callable[[], float]:
     if type(clock) is SystemClock:
         return time.monotonic
     return clock.monotonic
+
+
+def wall_time() -> float:
+    """Unix seconds: the time replicas share (through Redis), not a duration's."""
+    return time.time()
 
 
 def utc_now() -> datetime:

@@ -432,6 +432,8 @@ class BreakerOptions(BaseModel):
         self, next: AsyncHandler, context: BuildContext, place: Placement
     ) -> AsyncBreaker:
         """This transport's breakers, around `next`."""
+        if context.share is not None:
+            return context.share.async_breaker(next, self, context)
         return AsyncBreaker(
             next,
             BreakerStrategy(
@@ -443,6 +445,8 @@ class BreakerOptions(BaseModel):
         self, next: SyncHandler, context: BuildContext, place: Placement
     ) -> SyncBreaker:
         """This transport's breakers, behind a lock, around `next`."""
+        if context.share is not None:
+            return context.share.sync_breaker(next, self, context)
         return SyncBreaker(
             next,
             BreakerStrategy(
@@ -606,6 +610,14 @@ SHARED_HOST = "*"
 """The host `BreakerEvent`s carry when one breaker serves every host."""
 
 
+def _both(first: HostTransition, second: HostTransition) -> HostTransition:
+    def tell(key: str, previous: BreakerState, current: BreakerState) -> None:
+        first(key, previous, current)
+        second(key, previous, current)
+
+    return tell
+
+
 class BreakerStrategy:
     """The circuit breaker around each physical attempt, per host or shared.
 
@@ -621,6 +633,8 @@ class BreakerStrategy:
             break_duration, breaker_per_host and maximum_hosts.
         clock: The breaker's time.
         telemetry: Where transitions and rejections are reported.
+        on_transition: Also told (host key, previous, current) on every
+            transition: a `SharedState` publishes a breaker that opened.
 
     An operator's orders (`manual`) come first: an isolated host is refused
     whatever its breaker says, and a reset closes a breaker before the next
@@ -653,6 +667,7 @@ class BreakerStrategy:
         options: BreakerOptions,
         clock: Clock,
         telemetry: Telemetry,
+        on_transition: HostTransition | None = None,
     ) -> None:
         self._options = options
         self.now = reader(clock)
@@ -662,10 +677,12 @@ class BreakerStrategy:
         self.manual = ManualState()
         self._registry: HostRegistry | None = None
         self._shared: CircuitBreaker | None = None
+        tell: HostTransition = telemetry.breaker
+        if on_transition is not None:
+            tell = _both(telemetry.breaker, on_transition)
+
         if options.breaker_per_host:
-            registry = HostRegistry(
-                options.maximum_hosts, self._new_breaker, telemetry.breaker
-            )
+            registry = HostRegistry(options.maximum_hosts, self._new_breaker, tell)
             self._registry = registry
             self.breaker: Callable[[str], CircuitBreaker] = registry.breaker
             self.breakers: Callable[[], list[tuple[str, CircuitBreaker]]] = (
@@ -676,7 +693,7 @@ class BreakerStrategy:
             def moved(
                 breaker: CircuitBreaker, previous: BreakerState, current: BreakerState
             ) -> None:
-                telemetry.breaker(SHARED_HOST, previous, current)
+                tell(SHARED_HOST, previous, current)
 
             shared = self._shared = self._new_breaker(moved)
             shared.key = SHARED_HOST
@@ -687,6 +704,11 @@ class BreakerStrategy:
     def registry(self) -> HostRegistry | None:
         """The per-host breakers; None when one breaker is shared."""
         return self._registry
+
+    @property
+    def telemetry(self) -> Telemetry:
+        """Where transitions and rejections are reported."""
+        return self._telemetry
 
     @property
     def options(self) -> BreakerOptions:

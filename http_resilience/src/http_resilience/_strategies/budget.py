@@ -31,7 +31,7 @@ from array import array
 from collections import OrderedDict
 from collections.abc import Callable
 from datetime import timedelta
-from typing import TYPE_CHECKING, ClassVar, Final
+from typing import TYPE_CHECKING, ClassVar, Final, Protocol
 
 import httpx
 from pydantic import BaseModel, Field
@@ -52,6 +52,7 @@ __all__ = [
     "AsyncRetryBudget",
     "BudgetRegistry",
     "BudgetStrategy",
+    "MakeBudget",
     "RetryBudget",
     "RetryBudgetOptions",
     "SyncRetryBudget",
@@ -232,6 +233,16 @@ class RetryBudget:
 NewBudget = Callable[[], RetryBudget]
 
 
+class MakeBudget(Protocol):
+    """Makes a budget from `RetryBudget`'s arguments."""
+
+    def __call__(
+        self, *, ratio: float, min_per_second: float, window: float, now: float
+    ) -> RetryBudget:
+        """A new budget."""
+        ...
+
+
 class BudgetRegistry:
     """Budgets by host key, at most `maximum` of them, least recently used out.
 
@@ -301,6 +312,8 @@ class BudgetStrategy:
     Args:
         options: The budget's options.
         clock: The budget's time.
+        make: Makes each budget (`RetryBudget`'s signature); a `SharedState`
+            gives budgets that also spend the fleet's.
 
     Attributes:
         budget: The budget of a host (given its normalised key).
@@ -311,14 +324,21 @@ class BudgetStrategy:
 
     __slots__ = ("_registry", "budget", "budgets", "now")
 
-    def __init__(self, *, options: RetryBudgetOptions, clock: Clock) -> None:
+    def __init__(
+        self,
+        *,
+        options: RetryBudgetOptions,
+        clock: Clock,
+        make: MakeBudget | None = None,
+    ) -> None:
         self.now = now = reader(clock)
         ratio = options.retry_budget_ratio
         per_second = options.retry_budget_min_per_second
         window = options.retry_budget_window.total_seconds()
+        made = RetryBudget if make is None else make
 
         def new_budget() -> RetryBudget:
-            return RetryBudget(
+            return made(
                 ratio=ratio, min_per_second=per_second, window=window, now=now()
             )
 
@@ -465,6 +485,8 @@ class RetryBudgetOptions(BaseModel):
         self, next: AsyncHandler, context: BuildContext, place: Placement
     ) -> AsyncRetryBudget:
         """This transport's budgets, around `next`."""
+        if context.share is not None:
+            return AsyncRetryBudget(next, context.share.budget_strategy(self, context))
         return AsyncRetryBudget(
             next,
             BudgetStrategy(options=self, clock=context.clock),
@@ -474,6 +496,8 @@ class RetryBudgetOptions(BaseModel):
         self, next: SyncHandler, context: BuildContext, place: Placement
     ) -> SyncRetryBudget:
         """This transport's budgets, around `next`."""
+        if context.share is not None:
+            return SyncRetryBudget(next, context.share.budget_strategy(self, context))
         return SyncRetryBudget(
             next,
             BudgetStrategy(options=self, clock=context.clock),

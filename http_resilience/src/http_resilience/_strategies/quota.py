@@ -214,6 +214,12 @@ class QuotaStrategy:
 
     def read(self, call: Call, response: httpx.Response) -> None:
         """Read the quota `response` publishes for the call's host."""
+        quotas = self.published(response)
+        if quotas is not None:
+            self.apply(call, response, quotas)
+
+    def published(self, response: httpx.Response) -> list[Quota] | None:
+        """The quotas `response` publishes; None when it publishes none."""
         headers = response.headers
         values: Callable[[bytes], list[str] | None]
         if KEEPS_TRIPLES:
@@ -221,7 +227,7 @@ class QuotaStrategy:
             names = self._names
             entries = triples(headers)
             if names.isdisjoint(map(LOWER_KEY, entries)):
-                return
+                return None
             found: dict[bytes, list[str]] | None = None
             for _, lowered, value in entries:
                 if lowered in names:
@@ -229,7 +235,7 @@ class QuotaStrategy:
                         found = {}
                     found.setdefault(lowered, []).append(value.decode("latin-1"))
             if found is None:
-                return
+                return None
             values = found.get
         else:
             values = self._from_mapping(headers)
@@ -238,8 +244,12 @@ class QuotaStrategy:
             limit, remaining, reset = (values(name) or () for name in self._legacy)
             legacy = legacy_quota(limit, remaining, reset, now=self._wall())
             if legacy is None:
-                return
+                return None
             quotas = [legacy]
+        return quotas
+
+    def apply(self, call: Call, response: httpx.Response, quotas: list[Quota]) -> None:
+        """Refuse the call's host while `quotas` are spent; lift it when not."""
         reserve = self._reserve
         for quota in quotas:
             if is_spent(quota, reserve):
@@ -247,6 +257,7 @@ class QuotaStrategy:
         else:
             self._book.lift(call.host)
             return
+        headers = response.headers
         wait = parse_retry_after(
             headers.get_list("retry-after"),
             now=utc_now(),
@@ -256,6 +267,16 @@ class QuotaStrategy:
             wait = spent_for(quotas, reserve)
         if wait is not None and wait > 0:
             self._book.refuse(call.host, self._now() + wait)
+
+    @property
+    def reserve(self) -> float:
+        """The share of a published quota held back."""
+        return self._reserve
+
+    @property
+    def telemetry(self) -> Telemetry:
+        """Where refusals are reported."""
+        return self._telemetry
 
     @staticmethod
     def _from_mapping(
@@ -390,6 +411,8 @@ class QuotaOptions(BaseModel):
         self, next: AsyncHandler, context: BuildContext, place: Placement
     ) -> AsyncQuota:
         """The quota reader, around `next`."""
+        if context.share is not None:
+            return context.share.async_quota(next, self, context)
         return AsyncQuota(
             next,
             QuotaStrategy(
@@ -401,6 +424,8 @@ class QuotaOptions(BaseModel):
         self, next: SyncHandler, context: BuildContext, place: Placement
     ) -> SyncQuota:
         """The quota reader, around `next`."""
+        if context.share is not None:
+            return context.share.sync_quota(next, self, context)
         return SyncQuota(
             next,
             QuotaStrategy(

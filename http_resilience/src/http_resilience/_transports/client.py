@@ -11,6 +11,7 @@ from http_resilience._core.clock import Clock
 from http_resilience._core.deadline import DEADLINE_HEADER
 from http_resilience._core.events import HttpEventListener
 from http_resilience._core.pipeline import Stamp
+from http_resilience._shared.state import SharedState
 from http_resilience._strategies.pipeline import ResiliencePipeline
 from http_resilience._strategies.standard import HttpResilienceOptions
 from http_resilience._transports.client_arguments import resolve, split_arguments
@@ -35,6 +36,7 @@ def create_async_client(
     clock: Clock | None = None,
     listeners: Sequence[HttpEventListener] = (),
     deadline_header: str | None = DEADLINE_HEADER,
+    shared: SharedState | None = None,
     **httpx_kwargs: Any,
 ) -> httpx.AsyncClient:
     """An `httpx.AsyncClient` whose transport runs the standard pipeline, or yours.
@@ -64,6 +66,9 @@ def create_async_client(
         deadline_header: The header each attempt carries with the
             milliseconds it has left; None sends none. Default
             ``X-Request-Timeout-Ms``.
+        shared: A `SharedState`: the retry budget, the published quota and
+            the breakers are shared with every replica's client of the same
+            name (the ``redis`` extra). None: this process only.
         **httpx_kwargs: Passed to `httpx.AsyncClient` (``base_url``,
             ``headers``, ``auth``, ...).
 
@@ -96,6 +101,7 @@ def create_async_client(
         listeners=listeners,
         stamp=None,
         deadline_header=deadline_header,
+        shared=shared,
         **httpx_kwargs,
     )
 
@@ -110,6 +116,7 @@ def build_async_client(
     listeners: Sequence[HttpEventListener],
     stamp: Stamp | None,
     deadline_header: str | None = DEADLINE_HEADER,
+    shared: SharedState | None = None,
     **httpx_kwargs: Any,
 ) -> httpx.AsyncClient:
     """`create_async_client`, whose transports run `stamp` on every attempt.
@@ -137,6 +144,7 @@ def build_async_client(
             clock=clock,
             listeners=listeners,
             deadline_header=deadline_header,
+            shared=shared,
             _stamp=stamp,
         )
         built.append(made)

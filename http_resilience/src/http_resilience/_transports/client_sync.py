@@ -13,6 +13,7 @@ from http_resilience._core.clock import Clock
 from http_resilience._core.deadline import DEADLINE_HEADER
 from http_resilience._core.events import HttpEventListener
 from http_resilience._core.pipeline import Stamp
+from http_resilience._shared.state import SharedState
 from http_resilience._strategies.pipeline import ResiliencePipeline
 from http_resilience._strategies.standard import HttpResilienceOptions
 from http_resilience._transports.client_arguments import resolve, split_arguments
@@ -31,6 +32,7 @@ def create_client(
     clock: Clock | None = None,
     listeners: Sequence[HttpEventListener] = (),
     deadline_header: str | None = DEADLINE_HEADER,
+    shared: SharedState | None = None,
     **httpx_kwargs: Any,
 ) -> httpx.Client:
     """An `httpx.Client` whose transport runs the standard pipeline, or yours.
@@ -60,6 +62,9 @@ def create_client(
         deadline_header: The header each attempt carries with the
             milliseconds it has left; None sends none. Default
             ``X-Request-Timeout-Ms``.
+        shared: A `SharedState`: the retry budget, the published quota and
+            the breakers are shared with every replica's client of the same
+            name (the ``redis`` extra). None: this process only.
         **httpx_kwargs: Passed to `httpx.Client` (``base_url``,
             ``headers``, ``auth``, ...).
 
@@ -92,6 +97,7 @@ def create_client(
         listeners=listeners,
         stamp=None,
         deadline_header=deadline_header,
+        shared=shared,
         **httpx_kwargs,
     )
 
@@ -106,6 +112,7 @@ def build_client(
     listeners: Sequence[HttpEventListener],
     stamp: Stamp | None,
     deadline_header: str | None = DEADLINE_HEADER,
+    shared: SharedState | None = None,
     **httpx_kwargs: Any,
 ) -> httpx.Client:
     """`create_client`, whose transports run `stamp` on every attempt.
@@ -133,6 +140,7 @@ def build_client(
             clock=clock,
             listeners=listeners,
             deadline_header=deadline_header,
+            shared=shared,
             _stamp=stamp,
         )
         built.append(made)

@@ -13,6 +13,7 @@ import httpx
 from http_resilience._core.clock import Clock
 from http_resilience._core.events import HttpEventListener
 from http_resilience._health.snapshot import ClientHealth, health
+from http_resilience._shared.state import SharedState
 from http_resilience._strategies.pipeline import ResiliencePipeline
 from http_resilience._strategies.standard import HttpResilienceOptions
 from http_resilience._transports.client_names import check_client_names
@@ -21,7 +22,7 @@ from http_resilience._transports.correlation import (
     check_correlation_source,
     check_header_name,
 )
-from http_resilience._transports.named_client import NamedClient
+from http_resilience._transports.named_client import NamedClient, check_shared
 
 __all__ = ["DEFAULT_CLIENT", "HttpClientFactory"]
 
@@ -81,6 +82,11 @@ class HttpClientFactory:
             characters) is sent, anything else (None included) falls back to
             the rule above. Any callable of no argument: this package imports
             no other's context. An exception it raises fails the call.
+        shared: A `SharedState` every client of the factory shares its retry
+            budget, published quota and breakers through, with the same
+            client of every replica (unless `add` gives the client its own
+            ``shared=``). The factory does not close it: close it after the
+            factory. None: each process alone.
 
     Raises:
         pydantic.ValidationError: A client's configured options are invalid;
@@ -89,7 +95,8 @@ class HttpClientFactory:
             httpx sets itself (`Host`, `User-Agent`, `Content-Length`, ...);
             or, once the names are fixed, the configuration is for a client
             the factory does not have.
-        TypeError: `correlation` is neither callable nor None.
+        TypeError: `correlation` is neither callable nor None, or `shared`
+            is not a `SharedState`.
 
     Example:
         >>> import asyncio
@@ -118,7 +125,10 @@ class HttpClientFactory:
         listeners: Sequence[HttpEventListener] = (),
         correlation_header: str | None = DEFAULT_CORRELATION_HEADER,
         correlation: Callable[[], str | None] | None = None,
+        shared: SharedState | None = None,
     ) -> None:
+        check_shared(shared, None)
+        self._shared = shared
         self._config = config
         self._clock = clock
         self._listeners = tuple(listeners)
@@ -169,7 +179,8 @@ class HttpClientFactory:
                 one; the configuration's options are then not read. One that
                 hedges makes an async-only client.
             **httpx_kwargs: What `create_async_client` (or `create_client`)
-                takes besides: ``deadline_header`` (None sends none), and what
+                takes besides: ``deadline_header`` (None sends none),
+                ``shared`` (a `SharedState` in place of the factory's), and what
                 it passes on to httpx: ``base_url``, ``headers``, ``auth``,
                 ``transport``, ``mounts``, ``verify``, ...
 
@@ -379,6 +390,7 @@ class HttpClientFactory:
             clock=self._clock,
             listeners=self._listeners,
             correlation=self._correlation,
+            shared=self._shared,
         )
 
     def _build_sync(self, client: NamedClient) -> httpx.Client:
@@ -387,4 +399,5 @@ class HttpClientFactory:
             clock=self._clock,
             listeners=self._listeners,
             correlation=self._correlation,
+            shared=self._shared,
         )

@@ -22,6 +22,7 @@ import httpx
 from http_resilience._core.clock import Clock
 from http_resilience._core.events import HttpEventListener
 from http_resilience._core.pipeline import Stamp
+from http_resilience._shared.state import SharedState
 from http_resilience._strategies.pipeline import ResiliencePipeline
 from http_resilience._strategies.standard import HttpResilienceOptions
 from http_resilience._transports.client import build_async_client
@@ -35,12 +36,23 @@ from http_resilience._transports.transport import (
     refuse_second_layer,
 )
 
-__all__ = ["NamedClient"]
+__all__ = ["NamedClient", "check_shared"]
 
 _HEDGING_IS_ASYNC = (
     "its pipeline hedges, and hedging needs an async client (a sync attempt "
     "cannot be cancelled)"
 )
+
+
+def check_shared(shared: object, name: str | None) -> None:
+    """Raise `TypeError` unless `shared` is a `SharedState` or None."""
+    if shared is None or isinstance(shared, SharedState):
+        return
+    where = "the HTTP client factory" if name is None else f"HTTP client {name!r}"
+    raise TypeError(
+        f"{where}: shared must be a SharedState or None, got "
+        f"{type(shared).__qualname__}"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +109,7 @@ class NamedClient:
             )
         if "deadline_header" in arguments:
             check_deadline_header(arguments["deadline_header"], name)
+        check_shared(arguments.get("shared"), name)
         mounts = cast("Mapping[str, object]", arguments.get("mounts") or {})
         transports = [arguments.get("transport"), *mounts.values()]
         no_async: str | None = None
@@ -133,17 +146,19 @@ class NamedClient:
         clock: Clock | None,
         listeners: Sequence[HttpEventListener],
         correlation: CorrelationSource | None = None,
+        shared: SharedState | None = None,
     ) -> httpx.AsyncClient:
         """The async client, its attempts stamped with `header` (None: no stamp).
 
         The id stamped is `correlation`'s when it gives a valid one (see
-        `correlation_stamp`).
+        `correlation_stamp`). `shared` is the factory's `SharedState`, used
+        unless `add` gave the client one of its own.
 
         Raises:
             TypeError: The recipe has no async twin (`no_async`).
         """
         self._refuse(self.no_async, "")
-        arguments, stamp = self._stamped(header, correlation)
+        arguments, stamp = self._stamped(header, correlation, shared)
         return build_async_client(
             self.name,
             self.options,
@@ -162,6 +177,7 @@ class NamedClient:
         clock: Clock | None,
         listeners: Sequence[HttpEventListener],
         correlation: CorrelationSource | None = None,
+        shared: SharedState | None = None,
     ) -> httpx.Client:
         """The sync twin of `build_async`.
 
@@ -169,7 +185,7 @@ class NamedClient:
             TypeError: The recipe has no sync twin (`no_sync`).
         """
         self._refuse(self.no_sync, f": ask for async_client({self.name!r})")
-        arguments, stamp = self._stamped(header, correlation)
+        arguments, stamp = self._stamped(header, correlation, shared)
         return build_client(
             self.name,
             self.options,
@@ -182,10 +198,15 @@ class NamedClient:
         )
 
     def _stamped(
-        self, header: str | None, correlation: CorrelationSource | None
+        self,
+        header: str | None,
+        correlation: CorrelationSource | None,
+        shared: SharedState | None,
     ) -> tuple[dict[str, Any], Stamp | None]:
         """The client's arguments, and the stamp that writes `header` (None: none)."""
         arguments = dict(self.arguments)
+        if shared is not None and arguments.get("shared") is None:
+            arguments["shared"] = shared
         if header is None:
             return arguments, None
         return arguments, correlation_stamp(header, correlation)

@@ -46,6 +46,8 @@ from http_resilience._core.pipeline import (
 )
 from http_resilience._core.raw_headers import is_token
 from http_resilience._core.telemetry import Telemetry
+from http_resilience._shared.link import ClientShare
+from http_resilience._shared.state import SharedState
 from http_resilience._strategies.pipeline import ResiliencePipeline
 from http_resilience._strategies.standard import HttpResilienceOptions, standard_steps
 from http_resilience._transports.sync_deadline import hold_deadlines
@@ -234,12 +236,30 @@ class _Resilient:
         return options.max_buffered_bytes
 
     def _context(
-        self, clock: Clock | None, random: Callable[[], float] | None
+        self,
+        clock: Clock | None,
+        random: Callable[[], float] | None,
+        shared: SharedState | None,
     ) -> BuildContext:
         self._now = reader(clock or SYSTEM_CLOCK)
+        self._share: ClientShare | None = None
+        if shared is not None:
+            if not isinstance(shared, SharedState):  # pyright: ignore[reportUnnecessaryIsInstance]
+                raise TypeError(
+                    f"HTTP client {self.name!r}: shared must be a SharedState or "
+                    f"None, got {type(shared).__qualname__}"
+                )
+            self._share = shared.attach(self.name)
         return BuildContext(
-            clock or SYSTEM_CLOCK, self._telemetry, random or _random.random
+            clock or SYSTEM_CLOCK,
+            self._telemetry,
+            random or _random.random,
+            self._share,
         )
+
+    def _detach(self) -> None:
+        if self._share is not None:
+            self._share.close()
 
     def will_retry(self, request: httpx.Request) -> bool:
         """Whether a failed attempt of `request` would be sent again.
@@ -313,6 +333,9 @@ class AsyncResilientTransport(_Resilient, httpx.AsyncBaseTransport):
             milliseconds its deadline leaves it (an integer), for the server
             to stop in time; None sends none. Default
             ``X-Request-Timeout-Ms``.
+        shared: A `SharedState`: the retry budget and the breakers are
+            shared with every replica using the same client name (the
+            ``redis`` extra). None: this process only.
         _stamp: Internal: what an `HttpClientFactory` client runs on every
             attempt before it is sent (writes the call's correlation id).
 
@@ -354,6 +377,7 @@ class AsyncResilientTransport(_Resilient, httpx.AsyncBaseTransport):
         listeners: Sequence[HttpEventListener] = (),
         random: Callable[[], float] | None = None,
         deadline_header: str | None = DEADLINE_HEADER,
+        shared: SharedState | None = None,
         _stamp: Stamp | None = None,
     ) -> None:
         inner = _inner_or_default(
@@ -373,7 +397,7 @@ class AsyncResilientTransport(_Resilient, httpx.AsyncBaseTransport):
                 _teller(deadline_header, clock, name),
                 self._buffer(),
             ),
-            self._context(clock, random),
+            self._context(clock, random, shared),
         )
         # With no listener the chain runs as built: a call's end costs nothing.
         self._chain = observe_async(self._built.handler, self._telemetry, self._now)
@@ -396,7 +420,8 @@ class AsyncResilientTransport(_Resilient, httpx.AsyncBaseTransport):
         )
 
     async def aclose(self) -> None:
-        """Close the wrapped transport."""
+        """Close the wrapped transport; detach from the `SharedState`, if any."""
+        self._detach()
         await self._inner.aclose()
 
 
@@ -423,6 +448,7 @@ class ResilientTransport(_Resilient, httpx.BaseTransport):
         clock: As for `AsyncResilientTransport`; waits use `sleep_sync`.
         listeners: As for `AsyncResilientTransport`.
         random: As for `AsyncResilientTransport`.
+        shared: As for `AsyncResilientTransport`.
         _stamp: As for `AsyncResilientTransport`.
 
     Raises:
@@ -454,6 +480,7 @@ class ResilientTransport(_Resilient, httpx.BaseTransport):
         listeners: Sequence[HttpEventListener] = (),
         random: Callable[[], float] | None = None,
         deadline_header: str | None = DEADLINE_HEADER,
+        shared: SharedState | None = None,
         _stamp: Stamp | None = None,
     ) -> None:
         inner = _inner_or_default(
@@ -474,7 +501,7 @@ class ResilientTransport(_Resilient, httpx.BaseTransport):
                 _teller(deadline_header, clock, name),
                 self._buffer(),
             ),
-            self._context(clock, random),
+            self._context(clock, random, shared),
         )
         self._chain = observe_sync(self._built.handler, self._telemetry, self._now)
         self._will_retry = self._built.will_retry
@@ -486,5 +513,6 @@ class ResilientTransport(_Resilient, httpx.BaseTransport):
         )
 
     def close(self) -> None:
-        """Close the wrapped transport."""
+        """Close the wrapped transport; detach from the `SharedState`, if any."""
+        self._detach()
         self._inner.close()

@@ -1,0 +1,1 @@
+"""Resilience state shared by many replicas through Redis (the ``redis`` extra)."""

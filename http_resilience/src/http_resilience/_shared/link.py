@@ -1,0 +1,495 @@
+"""One transport's link to a `SharedState`: local first, told the fleet's view.
+
+Nothing here talks to Redis or waits. The request path reads and writes plain
+Python objects; the `SharedState`'s sync thread reads what the requests did
+(counters that only grow, and an outbox of breaker news), sends it in one
+batch, and writes back the fleet's view (leases of retries, open breakers,
+probe claims won). Each counter has one writer: the requests, or the thread.
+
+- Retry budget: `SharedRetryBudget` is the local `RetryBudget` plus a lease.
+  While the link is up and the host has been synced, a retry needs both the
+  replica's own budget and one retry leased from the fleet's; the thread hands
+  back what was not spent and asks for what the last interval needed, so the
+  fleet together stays within one budget. Link down (or a host not synced
+  yet): the local budget alone decides.
+- Breakers: a local breaker that opens is published at once (the thread is
+  woken). A host the fleet holds open is refused until its break is over;
+  then exactly one replica, the one whose claim Redis granted, sends the
+  probe, and its outcome closes or reopens the host for all. Breakers that
+  opened while Redis was away are published when it answers again.
+- Published quota: see `http_resilience._shared.quota`.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Final, NamedTuple
+
+import httpx
+
+from http_resilience._core.classify import is_classified_failure
+from http_resilience._core.errors import BrokenCircuitError
+from http_resilience._core.events import CLOSED, OPEN, BreakerState
+from http_resilience._core.pipeline import AsyncHandler, Call, SyncHandler
+from http_resilience._core.telemetry import Telemetry
+from http_resilience._shared.quota import (
+    AsyncSharedQuota,
+    SharedQuotaStrategy,
+    SyncSharedQuota,
+)
+from http_resilience._strategies.breaker import (
+    OVERFLOW_HOST,
+    SHARED_HOST,
+    AsyncBreaker,
+    BreakerStrategy,
+    SyncBreaker,
+)
+from http_resilience._strategies.budget import BudgetStrategy, RetryBudget
+from http_resilience._strategies.quota import AsyncQuota, QuotaStrategy, SyncQuota
+
+if TYPE_CHECKING:
+    from http_resilience._core.builder import BuildContext
+    from http_resilience._strategies.breaker import BreakerOptions
+    from http_resilience._strategies.budget import RetryBudgetOptions
+    from http_resilience._strategies.quota import QuotaOptions
+
+__all__ = [
+    "OPEN_OP",
+    "PROBE_OP",
+    "AsyncSharedBreaker",
+    "BudgetTerms",
+    "ClientShare",
+    "FleetBreak",
+    "SharedRetryBudget",
+    "SyncSharedBreaker",
+]
+
+OPEN_OP: Final = "o"
+CLOSE_OP: Final = "c"
+PROBE_OP: Final = "p"
+
+
+class FleetBreak(NamedTuple):
+    """A host the fleet holds open, as of the last sync (wall-clock seconds).
+
+    Attributes:
+        until: When its break ends.
+        claim_until: When the current probe claim ends (0: none).
+        mine: Whether this replica holds the claim.
+    """
+
+    until: float
+    claim_until: float
+    mine: bool
+
+
+class BudgetTerms(NamedTuple):
+    """The budget's rule, as Redis applies it to the fleet's counts."""
+
+    ratio: float
+    min_per_second: float
+    window: float
+
+
+class SharedRetryBudget(RetryBudget):
+    """A host's `RetryBudget`, plus the retries leased from the fleet's budget.
+
+    Counters written by the requests: `deposited`, `spent`, `refused`.
+    Written by the sync thread: `granted`, `returned`, `synced`,
+    `sent_deposits`, `seen_spent`, `seen_refused`.
+    """
+
+    __slots__ = (
+        "_share",
+        "deposited",
+        "granted",
+        "refused",
+        "returned",
+        "seen_refused",
+        "seen_spent",
+        "sent_deposits",
+        "spent",
+        "synced",
+    )
+
+    def __init__(
+        self,
+        *,
+        ratio: float,
+        min_per_second: float,
+        window: float,
+        now: float,
+        share: ClientShare,
+    ) -> None:
+        super().__init__(
+            ratio=ratio, min_per_second=min_per_second, window=window, now=now
+        )
+        self._share = share
+        self.deposited = self.spent = self.refused = 0
+        self.granted = self.returned = 0
+        self.sent_deposits = self.seen_spent = self.seen_refused = 0
+        self.synced = False
+
+    def deposit(self, now: float) -> None:
+        """Count a first attempt locally, and for the fleet at the next sync."""
+        super().deposit(now)
+        with self._lock:
+            self.deposited += 1
+
+    def deposit_in_loop(self, now: float) -> None:
+        """`deposit`, without the lock: for the event loop's one thread only."""
+        super().deposit_in_loop(now)
+        self.deposited += 1
+
+    def withdraw(self, now: float) -> bool:
+        """The local budget's answer; while shared, a leased retry is needed too."""
+        if not super().withdraw(now):
+            return False
+        if not (self.synced and self._share.up):
+            return True
+        with self._lock:
+            if self.granted - self.returned - self.spent > 0:
+                self.spent += 1
+                return True
+            self.refused += 1
+        super().refund(now)
+        self._share.wake()
+        return False
+
+    def refund(self, now: float) -> None:
+        """Give back a retry never sent, to the local budget and the lease."""
+        super().refund(now)
+        if self.synced and self._share.up:
+            with self._lock:
+                if self.spent > 0:
+                    self.spent -= 1
+
+
+class ClientShare:
+    """What one transport (client `name`) shares through its `SharedState`.
+
+    Args:
+        name: The client's name: part of every key.
+        wall: The fleet's time, Unix seconds.
+        wake: Asks the sync thread to sync now.
+        interval: The sync interval, seconds.
+        detach: Called once when the transport closes.
+
+    Attributes:
+        up: Whether the last sync succeeded: the fleet's view is in force.
+        lost: Whether Redis was lost since the last sync that reached it:
+            the next one publishes the breakers open then.
+        open_hosts: The hosts the fleet holds open (replaced whole by the
+            thread; read without a lock).
+        probes: Probe claims won and not used yet: host -> claim end.
+        outbox: Breaker news for the next sync: (op, host, wall seconds).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        wall: Callable[[], float],
+        wake: Callable[[], None],
+        interval: float,
+        detach: Callable[[ClientShare], None],
+    ) -> None:
+        self.name = name
+        self.wall = wall
+        self.wake = wake
+        self.interval = interval
+        self._detach = detach
+        self.up = False
+        # Who holds a probe claim: unique to this transport. Below 10**13, so
+        # Lua writes it back exactly (it formats numbers with 14 digits).
+        self.token = secrets.randbelow(10**12) + 1
+        self.open_hosts: dict[str, FleetBreak] = {}
+        self.probes: dict[str, float] = {}
+        self.claims_seen: dict[str, float] = {}
+        self.outbox: deque[tuple[str, str, float]] = deque()
+        self.budget_terms: BudgetTerms | None = None
+        self.budget_items: Callable[[], list[tuple[str, RetryBudget]]] | None = None
+        self.break_duration = 0.0
+        self.breakers: BreakerStrategy | None = None
+        self.quota: SharedQuotaStrategy | None = None
+        self.lost = False
+        self.lock = threading.Lock()
+        self._closed = False
+        self._lock = threading.Lock()
+
+    # -- building ----------------------------------------------------------
+
+    def budget_strategy(
+        self, options: RetryBudgetOptions, context: BuildContext
+    ) -> BudgetStrategy:
+        """The transport's budgets; the first budget step is the one shared."""
+        if self.budget_terms is not None:
+            return BudgetStrategy(options=options, clock=context.clock)
+
+        def make(
+            *, ratio: float, min_per_second: float, window: float, now: float
+        ) -> RetryBudget:
+            return SharedRetryBudget(
+                ratio=ratio,
+                min_per_second=min_per_second,
+                window=window,
+                now=now,
+                share=self,
+            )
+
+        strategy = BudgetStrategy(options=options, clock=context.clock, make=make)
+        self.budget_terms = BudgetTerms(
+            options.retry_budget_ratio,
+            options.retry_budget_min_per_second,
+            options.retry_budget_window.total_seconds(),
+        )
+        self.budget_items = strategy.budgets
+        return strategy
+
+    def _breaker_strategy(
+        self, options: BreakerOptions, context: BuildContext
+    ) -> BreakerStrategy | None:
+        if self.break_duration:
+            return None  # a second breaker step stays local
+        self.break_duration = options.break_duration.total_seconds()
+        self.breakers = BreakerStrategy(
+            options=options,
+            clock=context.clock,
+            telemetry=context.telemetry,
+            on_transition=self.moved,
+        )
+        return self.breakers
+
+    def _quota_strategy(
+        self, options: QuotaOptions, context: BuildContext
+    ) -> SharedQuotaStrategy | None:
+        if self.quota is not None:
+            return None  # a second quota step stays local
+        self.quota = SharedQuotaStrategy(options=options, context=context, share=self)
+        return self.quota
+
+    def async_quota(
+        self, next: AsyncHandler, options: QuotaOptions, context: BuildContext
+    ) -> AsyncQuota:
+        """The transport's quota reader, spending the fleet's allowance."""
+        strategy = self._quota_strategy(options, context)
+        if strategy is None:
+            return AsyncQuota(
+                next,
+                QuotaStrategy(
+                    options=options, clock=context.clock, telemetry=context.telemetry
+                ),
+            )
+        return AsyncSharedQuota(next, strategy)
+
+    def sync_quota(
+        self, next: SyncHandler, options: QuotaOptions, context: BuildContext
+    ) -> SyncQuota:
+        """`async_quota` for the sync chain."""
+        strategy = self._quota_strategy(options, context)
+        if strategy is None:
+            return SyncQuota(
+                next,
+                QuotaStrategy(
+                    options=options, clock=context.clock, telemetry=context.telemetry
+                ),
+            )
+        return SyncSharedQuota(next, strategy)
+
+    def async_breaker(
+        self, next: AsyncHandler, options: BreakerOptions, context: BuildContext
+    ) -> AsyncBreaker:
+        """The transport's breakers, held open by the fleet too."""
+        strategy = self._breaker_strategy(options, context)
+        if strategy is None:
+            return AsyncBreaker(
+                next,
+                BreakerStrategy(
+                    options=options, clock=context.clock, telemetry=context.telemetry
+                ),
+            )
+        return AsyncSharedBreaker(next, strategy, self)
+
+    def sync_breaker(
+        self, next: SyncHandler, options: BreakerOptions, context: BuildContext
+    ) -> SyncBreaker:
+        """`async_breaker` for the sync chain."""
+        strategy = self._breaker_strategy(options, context)
+        if strategy is None:
+            return SyncBreaker(
+                next,
+                BreakerStrategy(
+                    options=options, clock=context.clock, telemetry=context.telemetry
+                ),
+            )
+        return SyncSharedBreaker(next, strategy, self)
+
+    # -- the request path --------------------------------------------------
+
+    def moved(self, key: str, previous: BreakerState, current: BreakerState) -> None:
+        """A local breaker moved: an opening is news for the fleet at once."""
+        if key == OVERFLOW_HOST or self.lost:
+            return  # lost: `reopened` tells the fleet when Redis is back
+        if current == OPEN:
+            self.outbox.append((OPEN_OP, key, self.wall() + self.break_duration))
+            self.wake()
+        elif current == CLOSED:
+            self.outbox.append((CLOSE_OP, key, 0.0))
+            self.wake()
+
+    def admit(
+        self, key: str, fleet: FleetBreak, call: Call, telemetry: Telemetry
+    ) -> bool:
+        """Whether this call is the fleet's probe of `key`; raises if refused.
+
+        Raises:
+            BrokenCircuitError: The fleet holds the host open, or its break is
+                over and another replica (or another call) probes it.
+        """
+        now = self.wall()
+        if now < fleet.until:
+            wait = fleet.until - now
+        elif self.probes.pop(key, None) is not None:
+            return True
+        else:
+            # Ask Redis for the probe; refuse this call meanwhile.
+            self.outbox.append((PROBE_OP, key, 0.0))
+            self.wake()
+            wait = self.interval
+        telemetry.rejection(call.method, call.host, "circuit_open")
+        raise BrokenCircuitError(
+            f"{call.where()}: circuit open across the replicas, request not sent",
+            retry_after=wait,
+        )
+
+    def probed(self, key: str, failed: bool) -> None:
+        """The fleet's probe of `key` answered: close or reopen it for all."""
+        if failed:
+            self.outbox.append((OPEN_OP, key, self.wall() + self.break_duration))
+        else:
+            self.outbox.append((CLOSE_OP, key, 0.0))
+            view = dict(self.open_hosts)
+            view.pop(key, None)
+            self.open_hosts = view
+        self.wake()
+
+    # -- the sync thread ---------------------------------------------------
+
+    def fall_back(self) -> None:
+        """Redis is away: forget the fleet's view; local state decides.
+
+        The breaker news waiting is dropped (so it cannot pile up while Redis
+        is away): the first sync that reaches Redis again publishes the
+        breakers open then (`reopened`).
+        """
+        self.up = False
+        self.lost = True
+        self.outbox.clear()
+        # Who holds a probe claim: unique to this transport. Below 10**13, so
+        # Lua writes it back exactly (it formats numbers with 14 digits).
+        self.token = secrets.randbelow(10**12) + 1
+        self.open_hosts = {}
+        self.probes = {}
+        self.claims_seen = {}
+
+    def reopened(self) -> list[tuple[str, str, float]]:
+        """Openings of the breakers open now, to publish after an outage."""
+        strategy = self.breakers
+        if strategy is None:
+            return []
+        now, wall = strategy.now(), self.wall()
+        news: list[tuple[str, str, float]] = []
+        for key, breaker in strategy.breakers():
+            left = breaker.retry_after(now)
+            if key != OVERFLOW_HOST and left is not None and left > 0:
+                news.append((OPEN_OP, key, wall + left))
+        return news
+
+    def close(self) -> None:
+        """Detach from the `SharedState` (once)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._detach(self)
+
+
+class _Gate:
+    """What both shared breakers do before and after the local breaker."""
+
+    @staticmethod
+    def key(strategy: BreakerStrategy, call: Call) -> str:
+        return call.host if strategy.registry is not None else SHARED_HOST
+
+    @staticmethod
+    def failed(strategy: BreakerStrategy, exc: BaseException) -> bool | None:
+        if isinstance(exc, BrokenCircuitError):
+            return None
+        if isinstance(exc, Exception) and is_classified_failure(
+            exc, strategy.failed, strategy.options.should_break
+        ):
+            return True
+        return None
+
+
+class AsyncSharedBreaker(AsyncBreaker):
+    """`AsyncBreaker`, behind the fleet's view of which hosts are open."""
+
+    __slots__ = ("_share",)
+
+    def __init__(
+        self, next: AsyncHandler, strategy: BreakerStrategy, share: ClientShare
+    ) -> None:
+        super().__init__(next, strategy)
+        self._share = share
+
+    async def handle(self, request: httpx.Request, call: Call) -> httpx.Response:
+        """Refuse a host the fleet holds open; else as `AsyncBreaker`."""
+        share = self._share
+        if share.open_hosts:
+            strategy = self.strategy
+            key = _Gate.key(strategy, call)
+            fleet = share.open_hosts.get(key)
+            if fleet is not None and share.admit(key, fleet, call, strategy.telemetry):
+                try:
+                    response = await AsyncBreaker.handle(self, request, call)
+                except BaseException as exc:
+                    if _Gate.failed(strategy, exc):
+                        share.probed(key, True)
+                    raise
+                share.probed(key, strategy.is_failure(response))
+                return response
+        return await AsyncBreaker.handle(self, request, call)
+
+
+class SyncSharedBreaker(SyncBreaker):
+    """`SyncBreaker`, behind the fleet's view of which hosts are open."""
+
+    __slots__ = ("_share",)
+
+    def __init__(
+        self, next: SyncHandler, strategy: BreakerStrategy, share: ClientShare
+    ) -> None:
+        super().__init__(next, strategy)
+        self._share = share
+
+    def handle_sync(self, request: httpx.Request, call: Call) -> httpx.Response:
+        """Refuse a host the fleet holds open; else as `SyncBreaker`."""
+        share = self._share
+        if share.open_hosts:
+            strategy = self.strategy
+            key = _Gate.key(strategy, call)
+            fleet = share.open_hosts.get(key)
+            if fleet is not None and share.admit(key, fleet, call, strategy.telemetry):
+                try:
+                    response = SyncBreaker.handle_sync(self, request, call)
+                except BaseException as exc:
+                    if _Gate.failed(strategy, exc):
+                        share.probed(key, True)
+                    raise
+                share.probed(key, strategy.is_failure(response))
+                return response
+        return SyncBreaker.handle_sync(self, request, call)
