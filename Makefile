@@ -63,6 +63,7 @@ bench: $(BENCH_VENV)/.synced
 	$(BENCH_VENV)/bin/python benchmarks/mediator_build.py
 	$(BENCH_VENV)/bin/python benchmarks/mediator_import.py
 	$(BENCH_VENV)/bin/python benchmarks/mediator_retry.py
+	$(BENCH_VENV)/bin/python benchmarks/mediator_idempotency.py
 	$(BENCH_VENV)/bin/python benchmarks/stream_retry.py
 	$(BENCH_VENV)/bin/python benchmarks/http_overhead.py
 	$(BENCH_VENV)/bin/python benchmarks/shared_state.py

@@ -25,6 +25,7 @@ from mediator import (
     Claim,
     Principal,
     StoredOutcome,
+    TransientDatabaseError,
     current_idempotency_key,
 )
 from mediator.asgi import (
@@ -658,6 +659,33 @@ async def test_the_key_while_its_first_request_runs_is_a_409() -> None:
     assert duplicate.headers["retry-after"] == "1"
     assert [answer.status_code for answer in answers] == [201]
     assert inner.runs == 1
+
+
+async def test_a_claim_the_store_refuses_for_now_is_a_503() -> None:
+    """Outside DomainErrorMiddleware, so answered by the middleware: not a 500."""
+
+    class Locked(FakeStore):
+        async def claim(
+            self,
+            scope: str,
+            key: str,
+            fingerprint: str,
+            *,
+            now: datetime,
+            lease: timedelta,
+            retention: timedelta,
+        ) -> Claim:
+            raise TransientDatabaseError("the transaction was refused, try again")
+
+    inner = Orders()
+    answer = await post(keyed(Locked(), inner))
+    assert problem(answer) == (
+        503,
+        "Service Unavailable",
+        "This Idempotency-Key could not be checked for now. Try again later.",
+    )
+    assert answer.headers["retry-after"] == "1"
+    assert inner.runs == 0
 
 
 # --- answers not kept: the key is given back ----------------------------------------

@@ -26,6 +26,7 @@ from mediator._asgi.types import (
 )
 from mediator._clock import utc_now
 from mediator._context import Principal, current_principal
+from mediator._errors import TransientDatabaseError
 from mediator._idempotency import idempotency_key
 from mediator._idempotency_store import (
     MAX_KEY_LENGTH,
@@ -112,6 +113,9 @@ class IdempotencyKeyMiddleware:
         ``Idempotent-Replayed: true``;
       - the key while its first request still runs: 409, with
         ``Retry-After: 1``; the key with another body: 422;
+      - the store refusing the claim for now (`TransientDatabaseError`: SQLite
+        locked past its busy timeout, a serialization failure): 503, with
+        ``Retry-After: 1``; the app does not run;
       - an answer that is not kept (5xx, one of the four above, a body over
         `max_response_bytes`) or an exception gives the key back (``release``),
         so that a retry runs the app again.
@@ -285,14 +289,27 @@ class IdempotencyKeyMiddleware:
             )
         method = scope["method"]
         name = f"{_tenant(scope)}|HTTP {method} {scope['path']}"
-        claim = await store.claim(
-            name,
-            key,
-            _fingerprint(scope, body),
-            now=self.now(),
-            lease=self.lease,
-            retention=self.retention,
-        )
+        try:
+            claim = await store.claim(
+                name,
+                key,
+                _fingerprint(scope, body),
+                now=self.now(),
+                lease=self.lease,
+                retention=self.retention,
+            )
+        except TransientDatabaseError:
+            # Outside DomainErrorMiddleware, so answered here as it would be
+            # there: SQLite locked past its busy timeout (a duplicate waiting
+            # behind a first request's open transaction), a serialization failure.
+            await _send_problem(
+                send,
+                503,
+                "Service Unavailable",
+                f"This {self.header} could not be checked for now. Try again later.",
+                retry_after=True,
+            )
+            return
         if claim.status == "replay" and claim.outcome is not None:
             await _replay(send, claim.outcome)
             return

@@ -32,6 +32,7 @@ from mediator.sqlalchemy._idempotency_store_sync import (  # unasync: async-only
     SqlAlchemyIdempotencyStore,
 )
 from mediator.sqlalchemy._idempotency_table import check_kind
+from mediator.sqlalchemy._sqlite import READ_COMMITTED_STATEMENT
 
 __all__ = [  # unasync: async-only
     "AsyncSqlAlchemyIdempotencyStore",
@@ -125,6 +126,15 @@ class AsyncSqlAlchemyIdempotencyStore:
         """
         check_claim(now, lease, retention)
         try:
+            if self._dialect == "sqlite":
+                # Read first, without the write lock: a unit of work holds it
+                # for as long as its handler runs, and a duplicate must see
+                # the committed claim (in flight) or its outcome (replay) at
+                # once instead of queueing behind it. In WAL mode a reader is
+                # never blocked by the writer.
+                known = await self._known(scope, key, fingerprint, now, lease)
+                if known is not None:
+                    return known
             async with self._engine.connect() as connection:
                 await connection.execution_options(**self._options)
                 async with connection.begin():
@@ -135,7 +145,33 @@ class AsyncSqlAlchemyIdempotencyStore:
             translated = translate_error(error)
             if translated is error:
                 raise
+            if self._dialect == "sqlite" and isinstance(
+                translated, TransientDatabaseError
+            ):
+                # The write lock stayed taken past the busy timeout: a unit of
+                # work is running, most likely the one that claimed this key
+                # a moment ago. What it committed answers, if anything.
+                known = await self._known(scope, key, fingerprint, now, lease)
+                if known is not None:
+                    return known
             raise translated from error
+
+    async def _known(
+        self, scope: str, key: str, fingerprint: str, now: datetime, lease: timedelta
+    ) -> Claim | None:
+        """What a committed record answers, read without the write lock.
+
+        None when there is none, or it is to be taken (new, lease expired).
+        """
+        async with self._engine.connect() as connection:
+            await connection.execution_options(**{READ_COMMITTED_STATEMENT: True})
+            found = (await connection.execute(read_record(scope, key))).one_or_none()
+        if found is None:
+            return None
+        decided = decide(
+            found, fingerprint, now, ClaimRecord.fresh(fingerprint, now, lease, lease)
+        )
+        return decided if isinstance(decided, Claim) else None
 
     async def _claim(
         self,

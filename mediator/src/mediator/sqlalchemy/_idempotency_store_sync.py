@@ -31,6 +31,7 @@ from mediator.sqlalchemy._idempotency_sql import (
     take_over,
 )
 from mediator.sqlalchemy._idempotency_table import check_kind
+from mediator.sqlalchemy._sqlite import READ_COMMITTED_STATEMENT
 
 __all__ = ["SqlAlchemyIdempotencyStore"]
 
@@ -118,6 +119,15 @@ class SqlAlchemyIdempotencyStore:
         """
         check_claim(now, lease, retention)
         try:
+            if self._dialect == "sqlite":
+                # Read first, without the write lock: a unit of work holds it
+                # for as long as its handler runs, and a duplicate must see
+                # the committed claim (in flight) or its outcome (replay) at
+                # once instead of queueing behind it. In WAL mode a reader is
+                # never blocked by the writer.
+                known = self._known(scope, key, fingerprint, now, lease)
+                if known is not None:
+                    return known
             with self._engine.connect() as connection:
                 connection.execution_options(**self._options)
                 with connection.begin():
@@ -128,7 +138,33 @@ class SqlAlchemyIdempotencyStore:
             translated = translate_error(error)
             if translated is error:
                 raise
+            if self._dialect == "sqlite" and isinstance(
+                translated, TransientDatabaseError
+            ):
+                # The write lock stayed taken past the busy timeout: a unit of
+                # work is running, most likely the one that claimed this key
+                # a moment ago. What it committed answers, if anything.
+                known = self._known(scope, key, fingerprint, now, lease)
+                if known is not None:
+                    return known
             raise translated from error
+
+    def _known(
+        self, scope: str, key: str, fingerprint: str, now: datetime, lease: timedelta
+    ) -> Claim | None:
+        """What a committed record answers, read without the write lock.
+
+        None when there is none, or it is to be taken (new, lease expired).
+        """
+        with self._engine.connect() as connection:
+            connection.execution_options(**{READ_COMMITTED_STATEMENT: True})
+            found = (connection.execute(read_record(scope, key))).one_or_none()
+        if found is None:
+            return None
+        decided = decide(
+            found, fingerprint, now, ClaimRecord.fresh(fingerprint, now, lease, lease)
+        )
+        return decided if isinstance(decided, Claim) else None
 
     def _claim(
         self,

@@ -7,10 +7,15 @@ from typing import Any
 from sqlalchemy import Connection, Engine, event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-__all__ = ["IMMEDIATE", "prepare_sqlite"]
+__all__ = ["IMMEDIATE", "READ_COMMITTED_STATEMENT", "prepare_sqlite"]
 
 IMMEDIATE = "mediator_sqlite_immediate"
 """Execution option a unit of work sets to begin with ``BEGIN IMMEDIATE``."""
+
+READ_COMMITTED_STATEMENT = "mediator_sqlite_statement_read"
+"""Execution option for a connection that only reads, one statement at a time:
+no ``BEGIN`` is sent, so each statement sees the last commit and takes no lock
+(the driver runs it in autocommit)."""
 
 _CONFIGURED = "mediator_sqlite_configured"
 
@@ -49,7 +54,10 @@ def _on_begin(connection: Connection) -> None:
         # it now, before its first transaction under our control.
         _configure(pooled.dbapi_connection)
         pooled.info[_CONFIGURED] = True
-    immediate = connection.get_execution_options().get(IMMEDIATE, False)
+    options = connection.get_execution_options()
+    if options.get(READ_COMMITTED_STATEMENT, False):
+        return
+    immediate = options.get(IMMEDIATE, False)
     connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
 
