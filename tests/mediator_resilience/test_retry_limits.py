@@ -60,9 +60,10 @@ def build(
     clock: FakeClock,
     events: list[RetryEvent] | None = None,
     remaining_time: Callable[[], float | None] | None = None,
+    seed: int = 3,
     **values: Any,
 ) -> Mediator:
-    options = ResilienceMediatorOptions(use_jitter=False, **values)
+    options = ResilienceMediatorOptions.model_validate({"use_jitter": False, **values})
     return Injector(
         [
             MediatorModule(
@@ -71,7 +72,7 @@ def build(
             ResilienceMediatorModule(
                 options,
                 clock=clock,
-                rng=random.Random(3),
+                rng=random.Random(seed),
                 listeners=[events.append] if events is not None else [],
                 remaining_time=remaining_time,
             ),
@@ -139,6 +140,20 @@ async def test_a_failure_asking_for_a_wait_is_waited_for_at_least_that() -> None
     assert await build(clock).send(Lookup()) == "ok"
     # 5 s as asked (above the 0.2 s backoff), then the 0.4 s backoff (above 0.01).
     assert clock.sleeps == pytest.approx([5.0, 0.4])
+
+
+async def test_with_jitter_the_backoff_spreads_the_waits_past_what_was_asked() -> None:
+    # Sends that waited out one open breaker come back spread over the
+    # backoff, not in the same instant; none before the wait asked for.
+    waits: list[float] = []
+    for seed in range(20):
+        clock = FakeClock()
+        Script.steps, Script.attempts = [Refused(5.0), "ok"], 0
+        mediator = build(clock, seed=seed, use_jitter=True)
+        assert await mediator.send(Lookup()) == "ok"
+        waits.extend(clock.sleeps)
+    assert all(5.0 + 0.1 <= wait < 5.0 + 0.2 for wait in waits), waits
+    assert len({round(wait, 6) for wait in waits}) > 10
 
 
 @pytest.mark.parametrize("asked", [None, -1, float("nan"), float("inf"), "5", True])

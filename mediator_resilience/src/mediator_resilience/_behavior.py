@@ -225,15 +225,20 @@ class RetryBehavior:
     ) -> float | None:
         """The wait before the attempt after `attempt`, reported; None: no more.
 
-        The backoff, or longer when the failure asks for it (``retry_after``);
+        The backoff, or longer when the failure asks for it (``retry_after``,
+        plus the jittered backoff when jitter is on, to spread the herd);
         None when the wait would pass `max_retry_duration` (counted from
         `started`) or the time `remaining_time` leaves.
         """
-        jitter = 0.5 + self._random() / 2 if self._options.use_jitter else 1.0
+        use_jitter = self._options.use_jitter
+        jitter = 0.5 + self._random() / 2 if use_jitter else 1.0
         delay = self._options.delay_before(attempt, jitter)
         asked = asked_wait(error)
         if asked is not None and asked > delay:
-            delay = asked
+            # Never less than asked. With jitter, the backoff goes on top:
+            # the sends that waited out one open breaker must not all come
+            # back in the same instant it lets calls through again.
+            delay = asked + delay if use_jitter else asked
         if self._limit is not None and (
             self._clock.monotonic() - started + delay >= self._limit
         ):
