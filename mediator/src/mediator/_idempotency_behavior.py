@@ -45,6 +45,7 @@ from mediator._idempotency import (
 from mediator._idempotency_outcome import Outcomes, error_outcome
 from mediator._idempotency_store import (
     AsyncIdempotencyStore,
+    AwaitedStore,
     Claim,
     IdempotencyStore,
     StoredOutcome,
@@ -216,7 +217,9 @@ class IdempotencyBehavior:
         """Claim the key, then run the rest of the chain, replay, or refuse."""
         plan, scope, key, print_ = self._prepare(request)
         store = (
-            self._async() if self._async is not None else _Awaited(self._sync_store())
+            self._async()
+            if self._async is not None
+            else AwaitedStore(self._sync_store())
         )
         mark_replay(False)
         options = self._options
@@ -233,7 +236,7 @@ class IdempotencyBehavior:
             return plan.outcomes.replay(_replayed(claim))
         # The sync store only when it is the one in use: resolving another would
         # open a session of its own.
-        sync = store.store if isinstance(store, _Awaited) else None
+        sync = store.store if isinstance(store, AwaitedStore) else None
         claimed = Claimed(
             request, scope, key, token, store, sync, plan.outcomes, self._now
         )
@@ -274,7 +277,14 @@ class IdempotencyBehavior:
         if token is None:
             return plan.outcomes.replay(_replayed(claim))
         claimed = Claimed(
-            request, scope, key, token, _Awaited(store), store, plan.outcomes, self._now
+            request,
+            scope,
+            key,
+            token,
+            AwaitedStore(store),
+            store,
+            plan.outcomes,
+            self._now,
         )
         state = _scope(request)
         register(state, claimed)
@@ -419,40 +429,3 @@ def _note(error: BaseException, failure: Exception) -> None:
         "settling the idempotency key also failed: "
         f"{type(failure).__qualname__}: {failure}"
     )
-
-
-class _Awaited:
-    """A sync `IdempotencyStore` used on the async path (no async one is bound)."""
-
-    def __init__(self, store: IdempotencyStore) -> None:
-        self.store = store
-
-    async def claim(
-        self,
-        scope: str,
-        key: str,
-        fingerprint: str,
-        *,
-        now: datetime,
-        lease: timedelta,
-        retention: timedelta,
-    ) -> Claim:
-        return self.store.claim(
-            scope, key, fingerprint, now=now, lease=lease, retention=retention
-        )
-
-    async def complete(
-        self, scope: str, key: str, token: str, outcome: StoredOutcome, *, now: datetime
-    ) -> None:
-        self.store.complete(scope, key, token, outcome, now=now)
-
-    async def finish(
-        self, scope: str, key: str, token: str, outcome: StoredOutcome, *, now: datetime
-    ) -> None:
-        self.store.finish(scope, key, token, outcome, now=now)
-
-    async def release(self, scope: str, key: str, token: str) -> None:
-        self.store.release(scope, key, token)
-
-    async def purge_expired(self, *, now: datetime) -> int:
-        return self.store.purge_expired(now=now)

@@ -40,6 +40,7 @@ from typing import Final, Literal, Protocol, runtime_checkable
 __all__ = [
     "MAX_KEY_LENGTH",
     "AsyncIdempotencyStore",
+    "AwaitedStore",
     "Claim",
     "IdempotencyStore",
     "StoredOutcome",
@@ -177,3 +178,40 @@ class IdempotencyStore(Protocol):
     def purge_expired(self, *, now: datetime) -> int:
         """See `AsyncIdempotencyStore.purge_expired`."""
         ...
+
+
+class AwaitedStore:
+    """A sync `IdempotencyStore` used on the async path (no async one is bound)."""
+
+    def __init__(self, store: IdempotencyStore) -> None:
+        self.store = store
+
+    async def claim(
+        self,
+        scope: str,
+        key: str,
+        fingerprint: str,
+        *,
+        now: datetime,
+        lease: timedelta,
+        retention: timedelta,
+    ) -> Claim:
+        return self.store.claim(
+            scope, key, fingerprint, now=now, lease=lease, retention=retention
+        )
+
+    async def complete(
+        self, scope: str, key: str, token: str, outcome: StoredOutcome, *, now: datetime
+    ) -> None:
+        self.store.complete(scope, key, token, outcome, now=now)
+
+    async def finish(
+        self, scope: str, key: str, token: str, outcome: StoredOutcome, *, now: datetime
+    ) -> None:
+        self.store.finish(scope, key, token, outcome, now=now)
+
+    async def release(self, scope: str, key: str, token: str) -> None:
+        self.store.release(scope, key, token)
+
+    async def purge_expired(self, *, now: datetime) -> int:
+        return self.store.purge_expired(now=now)

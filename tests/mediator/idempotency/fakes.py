@@ -29,6 +29,7 @@ from mediator import (
     WallClock,
 )
 from mediator._audit import AuditRecord
+from mediator._idempotency_store import AwaitedStore
 
 
 class FakeWallClock:
@@ -201,41 +202,8 @@ class MemoryStore:
         return record
 
 
-class AsyncMemoryStore:
-    """`AsyncIdempotencyStore` over the same `MemoryStore`."""
-
-    def __init__(self, store: MemoryStore) -> None:
-        self.store = store
-
-    async def claim(
-        self,
-        scope: str,
-        key: str,
-        fingerprint: str,
-        *,
-        now: datetime,
-        lease: timedelta,
-        retention: timedelta,
-    ) -> Claim:
-        return self.store.claim(
-            scope, key, fingerprint, now=now, lease=lease, retention=retention
-        )
-
-    async def complete(
-        self, scope: str, key: str, token: str, outcome: StoredOutcome, *, now: datetime
-    ) -> None:
-        self.store.complete(scope, key, token, outcome, now=now)
-
-    async def finish(
-        self, scope: str, key: str, token: str, outcome: StoredOutcome, *, now: datetime
-    ) -> None:
-        self.store.finish(scope, key, token, outcome, now=now)
-
-    async def release(self, scope: str, key: str, token: str) -> None:
-        self.store.release(scope, key, token)
-
-    async def purge_expired(self, *, now: datetime) -> int:
-        return self.store.purge_expired(now=now)
+# `AsyncIdempotencyStore` over the same `MemoryStore`: the behavior's own adapter.
+AsyncMemoryStore = AwaitedStore
 
 
 class RecordingSink:

@@ -21,8 +21,8 @@ from sqlalchemy.pool import NullPool
 
 from mediator._idempotency_store import (
     AsyncIdempotencyStore,
+    AwaitedStore,
     Claim,
-    IdempotencyStore,
     StoredOutcome,
 )
 from mediator.sqlalchemy import idempotency_table, prepare_sqlite
@@ -87,41 +87,9 @@ def sqlite_urls(path: Path) -> tuple[str, str]:
     return f"sqlite:///{path}", f"sqlite+aiosqlite:///{path}"
 
 
-class SyncAsAsync:
-    """A sync store behind the async protocol, so one test drives both kinds."""
-
-    def __init__(self, store: IdempotencyStore) -> None:
-        self.store = store
-
-    async def claim(
-        self,
-        scope: str,
-        key: str,
-        fingerprint: str,
-        *,
-        now: datetime,
-        lease: timedelta,
-        retention: timedelta,
-    ) -> Claim:
-        return self.store.claim(
-            scope, key, fingerprint, now=now, lease=lease, retention=retention
-        )
-
-    async def complete(
-        self, scope: str, key: str, token: str, outcome: StoredOutcome, *, now: datetime
-    ) -> None:
-        self.store.complete(scope, key, token, outcome, now=now)
-
-    async def finish(
-        self, scope: str, key: str, token: str, outcome: StoredOutcome, *, now: datetime
-    ) -> None:
-        self.store.finish(scope, key, token, outcome, now=now)
-
-    async def release(self, scope: str, key: str, token: str) -> None:
-        self.store.release(scope, key, token)
-
-    async def purge_expired(self, *, now: datetime) -> int:
-        return self.store.purge_expired(now=now)
+# A sync store behind the async protocol, so one test drives both kinds: the
+# behavior's own adapter.
+SyncAsAsync = AwaitedStore
 
 
 async def claim(
