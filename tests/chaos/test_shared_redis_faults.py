@@ -52,6 +52,7 @@ import pytest
 from http_resilience import (
     BrokenCircuitError,
     HttpResilienceOptions,
+    ResilientTransport,
     SharedState,
     SystemClock,
     create_async_client,
@@ -402,3 +403,66 @@ async def test_redis_behind_latency_resets_and_a_blackhole_never_fails_a_call(
     # Nothing is left behind without a TTL.
     assert ttls
     assert all(ttl > 0 for ttl in ttls.values()), ttls
+
+
+def fleet_budget(redis_server: RedisServer, name: str) -> tuple[int, int]:
+    """The first attempts and the retries leased that Redis holds for `name`."""
+    client = redis_server.client()
+    try:
+        fields = client.hvals(f"http_resilience:{{{name}}}:budget")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    finally:
+        client.close()
+    assert len(fields) == 1  # pyright: ignore[reportUnknownArgumentType]
+    raw = fields[0]  # pyright: ignore[reportUnknownVariableType]
+    assert isinstance(raw, bytes)
+    counts = [int(float(part)) for part in raw.decode().split(",")]
+    return sum(counts[2:12]), sum(counts[12:22])
+
+
+def test_a_sync_answered_past_the_socket_timeout_counts_once(
+    redis_server: RedisServer, fault_proxy: MakeProxy
+) -> None:
+    """Redis behind latency runs the script; its answer comes after the timeout.
+
+    The sync fails, and is sent again once the latency is gone: the first
+    attempts it carried are counted once, and the lease it granted reaches the
+    replica (handed back at the next sync: Redis holds none outstanding). The
+    sync thread's first sync (at attach) may come at any point: the figures
+    checked are those it cannot change.
+    """
+    import redis
+
+    name = f"{NAME}-once"
+    proxy = fault_proxy(redis_server.url)
+    client = redis.Redis.from_url(proxy.url, socket_timeout=INTERVAL)  # pyright: ignore[reportUnknownMemberType]
+    # A long interval: the syncs are the test's (the thread only starts).
+    state = SharedState(client, sync_interval=60.0)
+    options = HttpResilienceOptions.model_validate(
+        {"max_retry_attempts": 1, "retry_budget_ratio": 0.5}
+        | {"retry_budget_min_per_second": 0}
+    )
+    transport = ResilientTransport(
+        httpx.MockTransport(lambda request: httpx.Response(200)),
+        options=options,
+        name=name,
+        shared=state,
+    )
+    try:
+        with httpx.Client(transport=transport, base_url="http://inventory") as http:
+            for _ in range(10):
+                assert http.get("/").status_code == 200
+            assert state.sync_now()
+            assert fleet_budget(redis_server, name)[0] == 10
+            for _ in range(10):
+                assert http.get("/").status_code == 200
+            proxy.set_fault(Latency(LATENCY))
+            assert not state.sync_now()  # ran in Redis; answered too late
+            assert fleet_budget(redis_server, name)[0] == 20
+            proxy.set_fault(PassThrough())
+            assert state.sync_now()  # the same batch again: counted once
+            assert fleet_budget(redis_server, name)[0] == 20
+            assert state.sync_now()  # nothing new: the leases are handed back
+            assert fleet_budget(redis_server, name) == (20, 0)
+    finally:
+        state.close()
+        client.close()

@@ -52,6 +52,7 @@ from http_resilience._strategies.quota import AsyncQuota, QuotaStrategy, SyncQuo
 
 if TYPE_CHECKING:
     from http_resilience._core.builder import BuildContext
+    from http_resilience._shared.redis_batch import CountedBatch
     from http_resilience._strategies.breaker import BreakerOptions
     from http_resilience._strategies.budget import RetryBudgetOptions
     from http_resilience._strategies.quota import QuotaOptions
@@ -99,7 +100,8 @@ class SharedRetryBudget(RetryBudget):
 
     Counters written by the requests: `deposited`, `spent`, `refused`.
     Written by the sync thread: `granted`, `returned`, `synced`,
-    `sent_deposits`, `seen_spent`, `seen_refused`.
+    `sent_deposits`, `seen_spent`, `seen_refused` (each advanced when the
+    news is put in a batch, `granted` when Redis answers it).
     """
 
     __slots__ = (
@@ -167,6 +169,16 @@ class SharedRetryBudget(RetryBudget):
                 if self.spent > 0:
                     self.spent -= 1
 
+    def give_back(self) -> int:
+        """The sync thread's: hand back the leased retries not spent; how many.
+
+        Under the lock, so no request spends one of them meanwhile.
+        """
+        with self._lock:
+            unused = max(self.granted - self.returned - self.spent, 0)
+            self.returned += unused
+        return unused
+
 
 class ClientShare:
     """What one transport (client `name`) shares through its `SharedState`.
@@ -186,6 +198,11 @@ class ClientShare:
             thread; read without a lock).
         probes: Probe claims won and not used yet: host -> claim end.
         outbox: Breaker news for the next sync: (op, host, wall seconds).
+        replica: This link's id in Redis, random, kept for its lifetime: the
+            script remembers the last batch of each replica it applied.
+        sequence: The number of this link's last numbered batch.
+        pending: The counted news sent and not answered yet: sent again, the
+            same, until Redis answers it (the sync thread's).
     """
 
     def __init__(
@@ -206,6 +223,9 @@ class ClientShare:
         # Who holds a probe claim: unique to this transport. Below 10**13, so
         # Lua writes it back exactly (it formats numbers with 14 digits).
         self.token = secrets.randbelow(10**12) + 1
+        self.replica = secrets.token_hex(8)
+        self.sequence = 0
+        self.pending: CountedBatch | None = None
         self.open_hosts: dict[str, FleetBreak] = {}
         self.probes: dict[str, float] = {}
         self.claims_seen: dict[str, float] = {}
@@ -383,7 +403,9 @@ class ClientShare:
 
         The breaker news waiting is dropped (so it cannot pile up while Redis
         is away): the first sync that reaches Redis again publishes the
-        breakers open then (`reopened`).
+        breakers open then (`reopened`). The counted news sent and not
+        answered (`pending`) is kept: it is sent again, the same, until Redis
+        answers it.
         """
         self.up = False
         self.lost = True

@@ -2,16 +2,30 @@
 
 The only module that imports ``redis``; `SharedState` imports it when made.
 
-Keys, per client (``{namespace}:{<client>}:budget``, ``...:breakers`` and
-``...:quota``; the braces keep a client's keys in one Redis Cluster slot):
-three hashes, one field per host, each at most `maximum_hosts` fields, each
-with a TTL renewed by every sync (two budget windows; two break durations and
-a second; the latest quota window's end and a second). A field
-that does not parse (another program's value, a truncated write) is dropped
-and written afresh; a key of another type is deleted.
+Keys, per client (``{namespace}:{<client>}:budget``, ``...:breakers``,
+``...:quota`` and ``...:replicas``; the braces keep a client's keys in one
+Redis Cluster slot): four hashes, one field per host (per replica for the
+last), each at most `maximum_hosts` fields, each with a TTL renewed by every
+sync (two budget windows; two break durations and a second; the latest quota
+window's end and a second; `MEMORY` for the replicas). A field that does not
+parse (another program's value, a truncated write) is dropped and written
+afresh; a key of another type is deleted.
+
+A sync can be repeated without counting twice. The counted news (the budget
+and quota rows: first attempts, unused leases handed back, requests sent
+unleased, leases wanted) goes in a numbered batch (per replica: each link has
+a random id), sent again, the same, until an answer comes back; news that
+comes meanwhile waits for the next batch. The script remembers, per replica,
+the number of the last batch it applied and the leases it granted in it (for
+`MEMORY`); a batch not newer than that is not applied again, and is answered
+with those leases (and the quotas' and breakers' state now). So a sync whose
+script ran but whose answer was lost (a slow Redis, past the socket timeout)
+counts once, and the leases it granted are received by the retry. A batch
+unanswered for `RESEND_FOR` is dropped: Redis may have forgotten it by then.
+Breaker news is not numbered: it goes out with whichever call comes next.
 
 The script, given the fleet's time (``now``, Unix milliseconds) and this
-replica's news:
+replica's news (the counted part only if the batch is new, see above):
 
 - budget: for each host, adds the first attempts counted since the last
   sync, takes back the leased retries this replica did not spend, and
@@ -37,6 +51,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Final
 
 import redis
@@ -49,13 +64,27 @@ from http_resilience._shared.link import (
 )
 from http_resilience._shared.quota import QuotaLease
 
-__all__ = ["SCRIPT", "RedisBatch", "client_keys", "connect"]
-
-# Per host: its lease, the quota seen, unused leases given back, leases wanted,
-# and the request side's counts (calls, spent, refused) read for the sync.
-_QuotaRow = tuple[
-    str, QuotaLease, tuple[int, float] | None, int, int, tuple[int, int, int]
+__all__ = [
+    "MEMORY",
+    "RESEND_FOR",
+    "SCRIPT",
+    "CountedBatch",
+    "RedisBatch",
+    "client_keys",
+    "connect",
 ]
+
+# Per host: its budget, first attempts, unused leases given back, leases wanted.
+_BudgetRow = tuple[str, SharedRetryBudget, int, int, int]
+# Per host: its lease, the quota seen, unused leases given back, requests sent
+# unleased, leases wanted.
+_QuotaRow = tuple[str, QuotaLease, tuple[int, float] | None, int, int, int]
+
+# How long the script remembers a replica's last batch (seconds), and how long
+# a replica sends an unanswered batch again: well within it, so a batch is
+# never applied twice for want of memory (the replicas' clocks agree closely).
+MEMORY: Final = 60.0
+RESEND_FOR: Final = 45.0
 
 _NAME_LIMIT: Final = 64
 # A quota seen with a reset later than the window Redis holds by more than this
@@ -74,6 +103,10 @@ local nb = tonumber(ARGV[8])
 local nops = tonumber(ARGV[9])
 local nq = tonumber(ARGV[10])
 local slack = tonumber(ARGV[11])
+local replica = ARGV[12]
+local seq = tonumber(ARGV[13])
+local memory = tonumber(ARGV[14])
+local FIRST = 15
 local BUCKETS = 10
 
 local function own(key)
@@ -89,7 +122,7 @@ local function parse(value, count)
     if n == nil then return nil end
     out[#out + 1] = n
   end
-  if #out ~= count then return nil end
+  if count ~= nil and #out ~= count then return nil end
   return out
 end
 
@@ -101,14 +134,30 @@ local function make_room(key, host)
   end
 end
 
+-- A numbered batch this replica sent before and the script applied: not
+-- applied again; answered with the leases granted then (`kept`).
+local kept = nil
+if seq > 0 then
+  own(KEYS[4])
+  local m = parse(redis.call('HGET', KEYS[4], replica))
+  if m ~= nil and #m >= 3 and m[1] >= seq then kept = m end
+end
+
 local grants = {}
-if window > 0 and nb > 0 then
+if kept ~= nil then
+  if window > 0 then
+    for i = 0, nb - 1 do
+      grants[#grants + 1] = ARGV[FIRST + i * 4]
+      grants[#grants + 1] = i < kept[3] and kept[4 + i] or 0
+    end
+  end
+elseif window > 0 and nb > 0 then
   own(KEYS[1])
   local width = window / BUCKETS
   local bucket = math.floor(now / width)
   local cap = per_second * window / 1000
   for i = 0, nb - 1 do
-    local base = 12 + i * 4
+    local base = FIRST + i * 4
     local host = ARGV[base]
     local deposits = tonumber(ARGV[base + 1])
     local returned = tonumber(ARGV[base + 2])
@@ -162,7 +211,7 @@ local view = {}
 if break_ms > 0 then
   own(KEYS[2])
   for i = 0, nops - 1 do
-    local base = 12 + nb * 4 + i * 3
+    local base = FIRST + nb * 4 + i * 3
     local op, host, arg = ARGV[base], ARGV[base + 1], tonumber(ARGV[base + 2])
     local s = parse(redis.call('HGET', KEYS[2], host), 3)
     if op == 'o' then
@@ -192,11 +241,27 @@ if break_ms > 0 then
 end
 
 local quotas = {}
-if nq > 0 then
+if kept ~= nil then
+  for i = 0, nq - 1 do
+    local host = ARGV[FIRST + nb * 4 + nops * 3 + i * 6]
+    local s = parse(redis.call('HGET', KEYS[3], host), 2)
+    if s == nil or s[1] <= now or s[2] < 0 then
+      quotas[#quotas + 1] = host
+      quotas[#quotas + 1] = 0
+      quotas[#quotas + 1] = 0
+      quotas[#quotas + 1] = 0
+    else
+      quotas[#quotas + 1] = host
+      quotas[#quotas + 1] = kept[4 + (kept[3] or 0) + i] or 0
+      quotas[#quotas + 1] = s[1]
+      quotas[#quotas + 1] = s[2]
+    end
+  end
+elseif nq > 0 then
   own(KEYS[3])
   local longest = 0
   for i = 0, nq - 1 do
-    local base = 12 + nb * 4 + nops * 3 + i * 6
+    local base = FIRST + nb * 4 + nops * 3 + i * 6
     local host = ARGV[base]
     local seen = tonumber(ARGV[base + 1])
     local seen_reset = tonumber(ARGV[base + 2])
@@ -238,6 +303,24 @@ if nq > 0 then
     if redis.call('PTTL', KEYS[3]) < ttl then redis.call('PEXPIRE', KEYS[3], ttl) end
   end
 end
+
+if seq > 0 and kept == nil then
+  -- Remember this batch: its number, when, and the leases it granted.
+  local memo = {seq, now, #grants / 2}
+  for i = 2, #grants, 2 do memo[#memo + 1] = grants[i] end
+  for i = 2, #quotas, 4 do memo[#memo + 1] = quotas[i] end
+  make_room(KEYS[4], replica)
+  redis.call('HSET', KEYS[4], replica, table.concat(memo, ','))
+  -- Forget one replica at random if it has been quiet for the memory's span.
+  local other = redis.call('HRANDFIELD', KEYS[4], 1, 'WITHVALUES')
+  if other[1] ~= nil and other[1] ~= replica then
+    local m = parse(other[2])
+    if m == nil or #m < 2 or m[2] + memory <= now then
+      redis.call('HDEL', KEYS[4], other[1])
+    end
+  end
+  redis.call('PEXPIRE', KEYS[4], memory)
+end
 return {grants, view, quotas}
 """
 
@@ -264,16 +347,40 @@ def connect(target: object, *, timeout: float) -> tuple[redis.Redis, bool]:
     )
 
 
-def client_keys(namespace: str, name: str) -> tuple[str, str, str]:
-    """The budget, breaker and quota keys of `name`: bounded, whatever the name."""
+def client_keys(namespace: str, name: str) -> tuple[str, str, str, str]:
+    """The budget, breaker, quota and replica keys of `name`: bounded names."""
     if len(name) > _NAME_LIMIT or any(char in name for char in "{}:\n\r "):
         name = "h" + _digest(name)
     prefix = f"{namespace}:{{{name}}}"
-    return f"{prefix}:budget", f"{prefix}:breakers", f"{prefix}:quota"
+    return (
+        f"{prefix}:budget",
+        f"{prefix}:breakers",
+        f"{prefix}:quota",
+        f"{prefix}:replicas",
+    )
 
 
 def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+@dataclass
+class CountedBatch:
+    """One replica's counted news, numbered: sent again, the same, until answered.
+
+    Attributes:
+        sequence: Its number, for the replica (0: nothing counted, no number).
+        since: When it was first sent (the fleet's time, seconds).
+        budgets: Per host: its budget, first attempts, unused leases handed
+            back, leases wanted.
+        quotas: Per host: its lease, the quota seen, unused leases handed
+            back, requests sent unleased, leases wanted.
+    """
+
+    sequence: int
+    since: float
+    budgets: list[_BudgetRow]
+    quotas: list[_QuotaRow]
 
 
 class RedisBatch:
@@ -304,31 +411,21 @@ class RedisBatch:
     def sync(self, share: ClientShare, now: float) -> None:
         """Send `share`'s news; take the fleet's view. Raises on any failure.
 
+        The counted news not answered yet (`share.pending`) is sent again as
+        it was; else what came since the last batch, in a new one.
+
         Raises:
             redis.RedisError: Redis failed or is away.
             ValueError: Its answer is not what the script returns.
         """
-        budgets: list[tuple[str, SharedRetryBudget, int, int, int, int, int]] = []
+        batch = share.pending
+        if batch is not None and now - batch.since > RESEND_FOR:
+            # Redis may have forgotten it: dropped, not risked twice.
+            batch = share.pending = None
+        if batch is None:
+            batch = self._counted(share, now)
+            share.pending = batch if batch.sequence else None
         terms = share.budget_terms
-        if terms is not None and share.budget_items is not None:
-            for host, budget in share.budget_items():
-                if not isinstance(budget, SharedRetryBudget):
-                    continue
-                deposited, spent, refused = (
-                    budget.deposited,
-                    budget.spent,
-                    budget.refused,
-                )
-                deposits = deposited - budget.sent_deposits
-                demand = (spent - budget.seen_spent) + (refused - budget.seen_refused)
-                unused = max(budget.granted - budget.returned - spent, 0)
-                if not (deposits or demand or unused):
-                    continue
-                want = min(self._batch, 2 * demand + 1) if deposits or demand else 0
-                budgets.append((host, budget, deposits, unused, want, spent, refused))
-                if len(budgets) >= self._batch:
-                    break
-        quotas = self._quota_rows(share)
         if share.lost:
             # Back after an outage: what opened meanwhile is news again.
             share.lost = False
@@ -345,46 +442,46 @@ class RedisBatch:
             terms.ratio if terms is not None else 0,
             terms.min_per_second if terms is not None else 0,
             int(share.break_duration * 1000),
-            len(budgets),
+            len(batch.budgets),
             len(ops),
-            len(quotas),
+            len(batch.quotas),
             _NEW_WINDOW_MS,
+            share.replica,
+            batch.sequence,
+            int(MEMORY * 1000),
         ]
-        for host, _, deposits, unused, want, _, _ in budgets:
+        for host, _, deposits, unused, want in batch.budgets:
             args += [host, deposits, unused, want]
         for op, host, when in ops:
             args += [op, host, int(when * 1000)]
-        for host, lease, observed, unused, want, (calls, _, _) in quotas:
+        for host, _, observed, unused, unleased, want in batch.quotas:
             left, reset = observed if observed is not None else (-1, 0.0)
-            unleased = calls - lease.seen_calls
             args += [host, left, int(reset * 1000), unused, unleased, want]
         try:
             answer = self._script(
                 keys=list(client_keys(self._namespace, share.name)), args=args
             )
             grants, view, leased = _parse(answer)
+            _check(batch, grants, leased)
         except BaseException:
             # Breaker news is kept for the next try; only probe claims go stale.
+            # The counted news stays pending: sent again, the same.
             outbox.extendleft(reversed([op for op in ops if op[0] != PROBE_OP]))
-            for _, lease, observed, _, _, _ in quotas:
-                if observed is not None:
-                    with lease.lock:
-                        if lease.observed is None:
-                            lease.observed = observed
             raise
-        for (host, budget, deposits, unused, _, spent, refused), (
-            answered,
-            granted,
-        ) in zip(budgets, grants, strict=False):
-            if answered != host:
-                raise ValueError("the script answered for another host")
-            budget.sent_deposits += deposits
-            budget.returned += unused
+        share.pending = None
+        for (_, budget, _, _, _), (_, granted) in zip(
+            batch.budgets, grants, strict=True
+        ):
             budget.granted += granted
-            budget.seen_spent, budget.seen_refused = spent, refused
             budget.synced = True
-        if len(grants) != len(budgets):
-            raise ValueError("the script answered for fewer hosts than asked")
+        for (_, lease, _, _, _, _), (_, granted, until, left) in zip(
+            batch.quotas, leased, strict=True
+        ):
+            with lease.lock:
+                lease.granted += granted
+            lease.reset_at = until / 1000
+            lease.left = left
+            lease.active = until > 0
         held: dict[str, FleetBreak] = {}
         seen = share.claims_seen
         claims: dict[str, float] = {}
@@ -396,11 +493,43 @@ class RedisBatch:
                     share.probes[host] = claims[host]  # a claim won just now
         share.claims_seen = claims
         share.open_hosts = held
-        self._lease(quotas, leased)
         share.up = True
 
+    def _counted(self, share: ClientShare, now: float) -> CountedBatch:
+        """The counted news since the last batch, taken as sent: a new batch."""
+        budgets = self._budget_rows(share)
+        quotas = self._quota_rows(share)
+        sequence = 0
+        if budgets or quotas:
+            share.sequence += 1
+            sequence = share.sequence
+        return CountedBatch(sequence, now, budgets, quotas)
+
+    def _budget_rows(self, share: ClientShare) -> list[_BudgetRow]:
+        """Per host: first attempts since, unused given back now, wanted."""
+        rows: list[_BudgetRow] = []
+        if share.budget_terms is None or share.budget_items is None:
+            return rows
+        for host, budget in share.budget_items():
+            if not isinstance(budget, SharedRetryBudget):
+                continue
+            deposited, spent, refused = budget.deposited, budget.spent, budget.refused
+            deposits = deposited - budget.sent_deposits
+            demand = (spent - budget.seen_spent) + (refused - budget.seen_refused)
+            unused = budget.granted - budget.returned - spent
+            if not (deposits or demand or unused > 0):
+                continue
+            want = min(self._batch, 2 * demand + 1) if deposits or demand else 0
+            unused = budget.give_back()
+            budget.sent_deposits = deposited
+            budget.seen_spent, budget.seen_refused = spent, refused
+            rows.append((host, budget, deposits, unused, want))
+            if len(rows) >= self._batch:
+                break
+        return rows
+
     def _quota_rows(self, share: ClientShare) -> list[_QuotaRow]:
-        """Per host: its lease, the quota seen, unused given back, wanted, counts."""
+        """Per host: the quota seen, unused given back, sent unleased, wanted."""
         strategy = share.quota
         if strategy is None:
             return []
@@ -423,29 +552,36 @@ class RedisBatch:
             if not (seen is not None or demand or giving or lease.active):
                 continue
             want = max(min(self._batch, 2 * demand + 1) - unused, 0) if demand else 0
-            rows.append((host, lease, seen, giving, want, (calls, spent, refused)))
+            unleased = calls - lease.seen_calls
+            lease.seen_calls, lease.seen_spent, lease.seen_refused = (
+                calls,
+                spent,
+                refused,
+            )
+            rows.append((host, lease, seen, giving, unleased, want))
             if len(rows) >= self._batch:
                 break
         return rows
 
-    @staticmethod
-    def _lease(
-        rows: list[_QuotaRow],
-        leased: list[tuple[str, int, int, int]],
-    ) -> None:
-        if len(leased) != len(rows):
-            raise ValueError("the script answered for fewer quotas than asked")
-        for (host, lease, _, _, _, counts), (answered, granted, until, left) in zip(
-            rows, leased, strict=True
-        ):
-            if answered != host:
-                raise ValueError("the script answered for another host")
-            with lease.lock:
-                lease.granted += granted
-            lease.seen_calls, lease.seen_spent, lease.seen_refused = counts
-            lease.reset_at = until / 1000
-            lease.left = left
-            lease.active = until > 0
+
+def _check(
+    batch: CountedBatch,
+    grants: list[tuple[str, int]],
+    leased: list[tuple[str, int, int, int]],
+) -> None:
+    """Raise unless the answer is for the batch's hosts, in its order.
+
+    Raises:
+        ValueError: It answers for other hosts, or fewer.
+    """
+    if len(grants) != len(batch.budgets):
+        raise ValueError("the script answered for fewer hosts than asked")
+    if len(leased) != len(batch.quotas):
+        raise ValueError("the script answered for fewer quotas than asked")
+    asked = [row[0] for row in batch.budgets] + [row[0] for row in batch.quotas]
+    answered = [row[0] for row in grants] + [row[0] for row in leased]
+    if asked != answered:
+        raise ValueError("the script answered for another host")
 
 
 def _parse(
