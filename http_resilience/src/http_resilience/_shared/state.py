@@ -7,11 +7,13 @@ Imports ``redis`` only when one is made (the ``redis`` extra): importing
 from __future__ import annotations
 
 import logging
+import math
 import random
+import re
 import threading
 from collections.abc import Callable
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
 from http_resilience._core.clock import wall_time
 from http_resilience._shared.link import ClientShare
@@ -33,6 +35,9 @@ DEFAULT_MAXIMUM_HOSTS: Final = 1024
 _MAXIMUM_BACKOFF: Final = 5.0
 
 LOGGER: Final = logging.getLogger("http_resilience.shared")
+
+
+_NAMESPACE = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
 
 
 class SharedState:
@@ -74,7 +79,9 @@ class SharedState:
             within a break duration (NTP does).
 
     Raises:
-        ValueError: `fallback` is not ``"local"``, or a bound is not positive.
+        ValueError: `fallback` is not ``"local"``, a bound is not positive, the
+            interval is not finite, or `namespace` is not 1 to 64 of
+            ``[A-Za-z0-9_.-]`` (a key name must stay bounded and plain).
         TypeError: `redis` is neither a URL nor a ``redis.Redis``.
         ImportError: The ``redis`` extra is not installed.
 
@@ -101,8 +108,17 @@ class SharedState:
             if isinstance(sync_interval, timedelta)
             else float(sync_interval)
         )
-        if not interval > 0:
-            raise ValueError(f"sync_interval must be above 0, got {sync_interval!r}")
+        if not 0 < interval < math.inf:
+            raise ValueError(
+                f"sync_interval must be above 0 and finite, got {sync_interval!r}"
+            )
+        # Typed str, but a config file may hand anything: checked as an object.
+        given = cast(object, namespace)
+        if not isinstance(given, str) or not _NAMESPACE.fullmatch(given):
+            raise ValueError(
+                "namespace must be 1 to 64 letters, digits, '_', '-' or '.', "
+                f"got {namespace!r}"
+            )
         if maximum_batch < 1:
             raise ValueError(f"maximum_batch must be at least 1, got {maximum_batch}")
         if maximum_hosts < 1:
