@@ -48,7 +48,7 @@ from http_resilience._strategies.breaker import (
     SyncBreaker,
 )
 from http_resilience._strategies.budget import BudgetStrategy, RetryBudget
-from http_resilience._strategies.quota import AsyncQuota, QuotaStrategy, SyncQuota
+from http_resilience._strategies.quota import AsyncQuota, SyncQuota
 
 if TYPE_CHECKING:
     from http_resilience._core.builder import BuildContext
@@ -293,59 +293,37 @@ class ClientShare:
 
     def async_quota(
         self, next: AsyncHandler, options: QuotaOptions, context: BuildContext
-    ) -> AsyncQuota:
-        """The transport's quota reader, spending the fleet's allowance."""
+    ) -> AsyncQuota | None:
+        """The transport's quota reader, spending the fleet's allowance.
+
+        None for a second quota step, which stays local.
+        """
         strategy = self._quota_strategy(options, context)
-        if strategy is None:
-            return AsyncQuota(
-                next,
-                QuotaStrategy(
-                    options=options, clock=context.clock, telemetry=context.telemetry
-                ),
-            )
-        return AsyncSharedQuota(next, strategy)
+        return None if strategy is None else AsyncSharedQuota(next, strategy)
 
     def sync_quota(
         self, next: SyncHandler, options: QuotaOptions, context: BuildContext
-    ) -> SyncQuota:
+    ) -> SyncQuota | None:
         """`async_quota` for the sync chain."""
         strategy = self._quota_strategy(options, context)
-        if strategy is None:
-            return SyncQuota(
-                next,
-                QuotaStrategy(
-                    options=options, clock=context.clock, telemetry=context.telemetry
-                ),
-            )
-        return SyncSharedQuota(next, strategy)
+        return None if strategy is None else SyncSharedQuota(next, strategy)
 
     def async_breaker(
         self, next: AsyncHandler, options: BreakerOptions, context: BuildContext
-    ) -> AsyncBreaker:
-        """The transport's breakers, held open by the fleet too."""
+    ) -> AsyncBreaker | None:
+        """The transport's breakers, held open by the fleet too.
+
+        None for a second breaker step, which stays local.
+        """
         strategy = self._breaker_strategy(options, context)
-        if strategy is None:
-            return AsyncBreaker(
-                next,
-                BreakerStrategy(
-                    options=options, clock=context.clock, telemetry=context.telemetry
-                ),
-            )
-        return AsyncSharedBreaker(next, strategy, self)
+        return None if strategy is None else AsyncSharedBreaker(next, strategy, self)
 
     def sync_breaker(
         self, next: SyncHandler, options: BreakerOptions, context: BuildContext
-    ) -> SyncBreaker:
+    ) -> SyncBreaker | None:
         """`async_breaker` for the sync chain."""
         strategy = self._breaker_strategy(options, context)
-        if strategy is None:
-            return SyncBreaker(
-                next,
-                BreakerStrategy(
-                    options=options, clock=context.clock, telemetry=context.telemetry
-                ),
-            )
-        return SyncSharedBreaker(next, strategy, self)
+        return None if strategy is None else SyncSharedBreaker(next, strategy, self)
 
     # -- the request path --------------------------------------------------
 

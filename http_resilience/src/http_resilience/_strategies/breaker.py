@@ -433,7 +433,9 @@ class BreakerOptions(BaseModel):
     ) -> AsyncBreaker:
         """This transport's breakers, around `next`."""
         if context.share is not None:
-            return context.share.async_breaker(next, self, context)
+            shared = context.share.async_breaker(next, self, context)
+            if shared is not None:
+                return shared
         return AsyncBreaker(
             next,
             BreakerStrategy(
@@ -446,7 +448,9 @@ class BreakerOptions(BaseModel):
     ) -> SyncBreaker:
         """This transport's breakers, behind a lock, around `next`."""
         if context.share is not None:
-            return context.share.sync_breaker(next, self, context)
+            shared = context.share.sync_breaker(next, self, context)
+            if shared is not None:
+                return shared
         return SyncBreaker(
             next,
             BreakerStrategy(

@@ -418,7 +418,9 @@ class QuotaOptions(BaseModel):
     ) -> AsyncQuota:
         """The quota reader, around `next`."""
         if context.share is not None:
-            return context.share.async_quota(next, self, context)
+            shared = context.share.async_quota(next, self, context)
+            if shared is not None:
+                return shared
         return AsyncQuota(
             next,
             QuotaStrategy(
@@ -431,7 +433,9 @@ class QuotaOptions(BaseModel):
     ) -> SyncQuota:
         """The quota reader, around `next`."""
         if context.share is not None:
-            return context.share.sync_quota(next, self, context)
+            shared = context.share.sync_quota(next, self, context)
+            if shared is not None:
+                return shared
         return SyncQuota(
             next,
             QuotaStrategy(
