@@ -29,6 +29,7 @@ from typing import (
     overload,
 )
 
+from mediator._context import Principal
 from mediator._errors import FieldError, ValidationError
 from mediator._idempotency_store import MAX_KEY_LENGTH
 from mediator._requests import Command, Query, is_request_type
@@ -46,6 +47,7 @@ __all__ = [
     "is_replay",
     "key_field_of",
     "replayed",
+    "tenant_of",
 ]
 
 C = TypeVar("C", bound=type[Any])
@@ -367,3 +369,15 @@ def derive_idempotency_key(purpose: str) -> str | None:
     # JSON of the three keeps them apart: no separator can be forged.
     text = json.dumps([send.scope, send.key, purpose], ensure_ascii=False)
     return "d-" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+def tenant_of(principal: Principal | None) -> str:
+    """The tenant an idempotency key is scoped to.
+
+    The principal's ``tenant`` claim, else its id; ``""`` for an anonymous
+    caller.
+    """
+    if principal is None:
+        return ""
+    tenant: object = principal.claims.get("tenant")
+    return principal.id if tenant is None else str(tenant)

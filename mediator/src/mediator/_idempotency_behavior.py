@@ -41,6 +41,7 @@ from mediator._idempotency import (
     key_of,
     mark_replay,
     running,
+    tenant_of,
 )
 from mediator._idempotency_outcome import Outcomes, error_outcome
 from mediator._idempotency_store import (
@@ -309,12 +310,7 @@ class IdempotencyBehavior:
         """The plan, scope, key and fingerprint of one send; a bad key raises."""
         plan = self._plans[type(request)]
         key, _ = key_of(request, plan.field)
-        principal = self._principals.current()
-        if principal is None:
-            tenant = ""
-        else:
-            claimed_tenant: object = principal.claims.get("tenant")
-            tenant = principal.id if claimed_tenant is None else str(claimed_tenant)
+        tenant = tenant_of(self._principals.current())
         try:
             print_ = fingerprint(request, exclude=plan.field)
         except ValueError as error:

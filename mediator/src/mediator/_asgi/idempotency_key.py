@@ -27,7 +27,8 @@ from mediator._asgi.types import (
 from mediator._clock import utc_now
 from mediator._context import Principal, current_principal
 from mediator._errors import TransientDatabaseError
-from mediator._idempotency import idempotency_key
+from mediator._idempotency import idempotency_key, tenant_of
+from mediator._idempotency_behavior import DEFAULT_LEASE, DEFAULT_RETENTION
 from mediator._idempotency_store import (
     MAX_KEY_LENGTH,
     AsyncIdempotencyStore,
@@ -51,10 +52,6 @@ DEFAULT_MAX_BODY_BYTES: Final = 1_048_576
 """The largest request body read (and hashed) for a keyed request: 1 MiB."""
 DEFAULT_MAX_RESPONSE_BYTES: Final = 1_048_576
 """The largest answer body kept for replay: 1 MiB; a larger one is not kept."""
-DEFAULT_LEASE: Final = timedelta(minutes=1)
-"""How long a claim holds its key before a later request may take it over."""
-DEFAULT_RETENTION: Final = timedelta(hours=24)
-"""How long a kept answer is replayed (then `purge_expired` may delete it)."""
 REPLAYED_HEADER: Final = "Idempotent-Replayed"
 """Set to ``true`` on an answer replayed from the store."""
 
@@ -531,10 +528,7 @@ def _tenant(scope: Scope) -> str:
     if principal is None:
         found = scope.get(PRINCIPAL_SCOPE_KEY)
         principal = found if isinstance(found, Principal) else None
-    if principal is None:
-        return ""
-    tenant = principal.claims.get("tenant")
-    return principal.id if tenant is None else str(tenant)
+    return tenant_of(principal)
 
 
 def _fingerprint(scope: Scope, body: bytes) -> str:
