@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from mediator._asgi.types import (
     Scope,
     Send,
     check_app,
+    send_problem,
 )
 from mediator._context import current_principal
 from mediator._errors import (
@@ -213,33 +213,30 @@ class DomainErrorMiddleware:
     async def _send(
         self, send: Send, answer: _Answer, errors: tuple[FieldError, ...]
     ) -> None:
-        problem: dict[str, object] = {
-            "type": "about:blank",
-            "title": answer.title,
-            "status": answer.status,
-            "detail": answer.detail,
-        }
+        members: dict[str, object] | None = None
         if answer is _INVALID:
-            problem["errors"] = [
-                {
-                    "field": ".".join(map(str, error.path)) if error.path else None,
-                    "message": error.message,
-                }
-                for error in errors
-            ]
-        body = json.dumps(problem).encode()
-        headers = [
-            (b"content-type", b"application/problem+json"),
-            (b"content-length", str(len(body)).encode("ascii")),
-        ]
+            members = {
+                "errors": [
+                    {
+                        "field": ".".join(map(str, error.path)) if error.path else None,
+                        "message": error.message,
+                    }
+                    for error in errors
+                ]
+            }
+        headers: list[tuple[bytes, bytes]] = []
         if answer is _UNAVAILABLE:
             headers.append((b"retry-after", self._retry_after))
         elif answer is _UNAUTHENTICATED and self._challenge is not None:
             headers.append((b"www-authenticate", self._challenge))
-        await send(
-            {"type": "http.response.start", "status": answer.status, "headers": headers}
+        await send_problem(
+            send,
+            answer.status,
+            answer.title,
+            answer.detail,
+            members=members,
+            headers=headers,
         )
-        await send({"type": "http.response.body", "body": body})
 
 
 def _answer_for(

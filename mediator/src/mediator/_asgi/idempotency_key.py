@@ -23,6 +23,7 @@ from mediator._asgi.types import (
     Send,
     check_app,
     check_header_name,
+    send_problem,
 )
 from mediator._clock import utc_now
 from mediator._context import Principal, current_principal
@@ -495,18 +496,9 @@ async def _replay(send: Send, outcome: StoredOutcome) -> None:
 async def _send_problem(
     send: Send, status: int, title: str, detail: str, *, retry_after: bool = False
 ) -> None:
-    """Answer with an RFC 9457 problem: ``application/problem+json``."""
-    body = json.dumps(
-        {"type": "about:blank", "title": title, "status": status, "detail": detail}
-    ).encode()
-    headers = [
-        (b"content-type", b"application/problem+json"),
-        (b"content-length", str(len(body)).encode("ascii")),
-    ]
-    if retry_after:
-        headers.append((b"retry-after", b"1"))
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+    """Answer with an RFC 9457 problem, with ``Retry-After: 1`` when asked."""
+    headers = ((b"retry-after", b"1"),) if retry_after else ()
+    await send_problem(send, status, title, detail, headers=headers)
 
 
 def _parsed_key(raw: bytes) -> str | _Malformed:

@@ -6,8 +6,9 @@ these are the shapes every ASGI server and framework passes.
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
 from typing import Any, Final
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "Send",
     "check_app",
     "check_header_name",
+    "send_problem",
 ]
 
 Scope = MutableMapping[str, Any]
@@ -62,3 +64,35 @@ def check_header_name(value: object, argument: str) -> bytes:
     if _TOKEN.fullmatch(value) is None:
         raise ValueError(f"{argument} must be an HTTP header name, got {value!r}")
     return value.lower().encode("ascii")
+
+
+async def send_problem(
+    send: Send,
+    status: int,
+    title: str,
+    detail: str,
+    *,
+    members: Mapping[str, object] | None = None,
+    headers: Sequence[tuple[bytes, bytes]] = (),
+) -> None:
+    """Answer with an RFC 9457 problem (``application/problem+json``).
+
+    `members` are added to the body after its four standard ones; `headers`
+    after its content type and length.
+    """
+    problem: dict[str, object] = {
+        "type": "about:blank",
+        "title": title,
+        "status": status,
+        "detail": detail,
+    }
+    if members:
+        problem.update(members)
+    body = json.dumps(problem).encode()
+    head = [
+        (b"content-type", b"application/problem+json"),
+        (b"content-length", str(len(body)).encode("ascii")),
+        *headers,
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": head})
+    await send({"type": "http.response.body", "body": body})
