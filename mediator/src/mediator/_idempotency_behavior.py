@@ -60,12 +60,16 @@ from mediator._wiring import Wiring
 __all__ = [
     "DEFAULT_LEASE",
     "DEFAULT_RETENTION",
+    "MAX_RETENTION",
     "IdempotencyBehavior",
     "IdempotencyOptions",
 ]
 
 DEFAULT_RETENTION: Final = timedelta(hours=24)
 DEFAULT_LEASE: Final = timedelta(seconds=60)
+MAX_RETENTION: Final = timedelta(days=3650)
+"""The longest retention (and so lease) taken: ten years. A longer one would
+put a record's expiry past what a database's timestamps hold."""
 
 
 def _not_a_bool(value: object) -> object:
@@ -92,18 +96,22 @@ class IdempotencyOptions(BaseModel):
             duplicate meanwhile gets `ConflictError`, and after it (the
             process crashed, say) the next send takes the key over and runs
             the handler. Make it longer than the handler's longest run with
-            all its retries. Default 60 s; at most `retention`.
+            all its retries. Default 60 s; at most `retention`, which is at
+            most ten years (`MAX_RETENTION`).
 
     Durations take a `timedelta`, a number of seconds or ISO 8601 (``"PT2M"``).
 
     Raises:
         pydantic.ValidationError: On construction: a duration that is not
-            positive, or `lease` longer than `retention` (both named).
+            positive, a retention over ten years, or `lease` longer than
+            `retention` (both named).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    retention: _Duration = Field(default=DEFAULT_RETENTION, gt=timedelta(0))
+    retention: _Duration = Field(
+        default=DEFAULT_RETENTION, gt=timedelta(0), le=MAX_RETENTION
+    )
     lease: _Duration = Field(default=DEFAULT_LEASE, gt=timedelta(0))
 
     if TYPE_CHECKING:

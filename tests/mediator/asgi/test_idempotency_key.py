@@ -955,6 +955,11 @@ def test_the_defaults() -> None:
         ({"retention": "1d"}, TypeError, "retention must be a timedelta, got str"),
         ({"lease": timedelta(0)}, ValueError, "lease must be positive"),
         (
+            {"retention": timedelta(days=3651)},
+            ValueError,
+            "retention must be at most 3650 days",
+        ),
+        (
             {"lease": timedelta(hours=2), "retention": timedelta(hours=1)},
             ValueError,
             r"retention \(1:00:00\) must be at least the lease \(2:00:00\)",

@@ -160,3 +160,10 @@ def test_a_stored_response_that_no_longer_fits_says_so() -> None:
     with pytest.raises(pydantic.ValidationError) as raised:
         outcomes.replay(StoredOutcome("response", "builtins:str", '"five"'))
     assert "no longer fits its response type" in raised.value.__notes__[0]
+
+
+def test_a_retention_past_ten_years_is_refused() -> None:
+    # Its expiry would be past what a database's timestamps hold.
+    with pytest.raises(pydantic.ValidationError, match="retention"):
+        IdempotencyOptions(retention=timedelta(days=3651), lease=1)
+    assert IdempotencyOptions(retention=timedelta(days=3650)).retention.days == 3650

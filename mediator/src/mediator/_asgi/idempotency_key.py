@@ -29,7 +29,11 @@ from mediator._clock import utc_now
 from mediator._context import Principal, current_principal
 from mediator._errors import TransientDatabaseError
 from mediator._idempotency import idempotency_key, tenant_of
-from mediator._idempotency_behavior import DEFAULT_LEASE, DEFAULT_RETENTION
+from mediator._idempotency_behavior import (
+    DEFAULT_LEASE,
+    DEFAULT_RETENTION,
+    MAX_RETENTION,
+)
 from mediator._idempotency_store import (
     MAX_KEY_LENGTH,
     AsyncIdempotencyStore,
@@ -623,6 +627,8 @@ def _checked_times(lease: object, retention: object) -> tuple[timedelta, timedel
     retention = cast("timedelta", retention)
     if lease <= timedelta(0):
         raise ValueError(f"lease must be positive, got {lease}")
+    if retention > MAX_RETENTION:
+        raise ValueError(f"retention must be at most {MAX_RETENTION}, got {retention}")
     if retention < lease:
         raise ValueError(
             f"retention ({retention}) must be at least the lease ({lease}): a "
