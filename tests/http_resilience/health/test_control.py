@@ -253,6 +253,8 @@ def test_a_star_is_no_host_of_a_client_with_a_breaker_per_host() -> None:
         ("", r"^'' is not a host"),
         ("http://[::1", r"^'http://\[::1' is not a host"),
         ("http:///orders", r"^'http:///orders' is not a host"),
+        ("http://api.example.com:99999", r"port 99999 is not 1-65535"),
+        ("http://api.example.com:0", r"port 0 is not 1-65535"),
         (
             "https://user:secret@api.example/orders?token=abc",
             r"^'https://api.example:443' was given with a path, query or credentials",

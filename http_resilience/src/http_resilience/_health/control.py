@@ -23,7 +23,8 @@ def operator_host(value: object) -> str:
 
     Raises:
         TypeError: `value` is not a string.
-        ValueError: `value` is not a host: no scheme or no host, or a path,
+        ValueError: `value` is not a host: no scheme or no host, a port out
+            of 1-65535, or a path,
             query, fragment or credentials besides (the message then names
             the host only, never what came with it).
     """
@@ -37,6 +38,8 @@ def operator_host(value: object) -> str:
         raise ValueError(f"{value!r} is not a host: {_GIVE}") from None
     if not url.scheme or not url.host:
         raise ValueError(f"{value!r} is not a host: {_GIVE}")
+    if url.port is not None and not 0 < url.port < 65536:
+        raise ValueError(f"{value!r} is not a host: port {url.port} is not 1-65535")
     key = host_key(url)
     if url.userinfo or url.query or url.fragment or url.path != "/":
         raise ValueError(
