@@ -145,6 +145,7 @@ class HttpMetrics:
     )
 
     def __init__(self, *, meter_provider: metrics.MeterProvider | None = None) -> None:
+        _checked(meter_provider, metrics.MeterProvider, "meter_provider")
         meter = metrics.get_meter(INSTRUMENTATION, meter_provider=meter_provider)
         self._requests = meter.create_counter(
             "http_resilience.requests",
@@ -339,6 +340,7 @@ class HttpTracing:
     __slots__ = ("_current", "_tracer")
 
     def __init__(self, *, tracer_provider: trace.TracerProvider | None = None) -> None:
+        _checked(tracer_provider, trace.TracerProvider, "tracer_provider")
         self._tracer = trace.get_tracer(
             INSTRUMENTATION, tracer_provider=tracer_provider
         )
@@ -491,3 +493,12 @@ def _breaker_attributes(
         "http_resilience.breaker.previous_state": previous,
         "http_resilience.breaker.state": current,
     }
+
+
+def _checked(provider: object, kind: type[object], argument: str) -> None:
+    """Refuse a provider of the wrong kind here, not at its first use."""
+    if provider is not None and not isinstance(provider, kind):
+        raise TypeError(
+            f"{argument} must be an OpenTelemetry {kind.__name__} or None, "
+            f"got {type(provider).__name__}"
+        )

@@ -216,6 +216,7 @@ class TelemetryBehavior:
         tracer_provider: trace.TracerProvider | None = None,
         clock: Clock | None = None,
     ) -> None:
+        _checked(meter_provider, metrics.MeterProvider, "meter_provider")
         meter = metrics.get_meter(INSTRUMENTATION, meter_provider=meter_provider)
         self._requests = meter.create_counter(
             "mediator.requests",
@@ -233,6 +234,7 @@ class TelemetryBehavior:
             unit="{retry}",
             description="Retries of sends, by the failure that caused them",
         )
+        _checked(tracer_provider, trace.TracerProvider, "tracer_provider")
         self._tracer = trace.get_tracer(
             INSTRUMENTATION, tracer_provider=tracer_provider
         )
@@ -342,3 +344,12 @@ def _attributes(name: str, kind: str, error: str | None) -> Attributes:
     if error is not None:
         attributes["error.type"] = error
     return attributes
+
+
+def _checked(provider: object, kind: type[object], argument: str) -> None:
+    """Refuse a provider of the wrong kind here, not at its first use."""
+    if provider is not None and not isinstance(provider, kind):
+        raise TypeError(
+            f"{argument} must be an OpenTelemetry {kind.__name__} or None, "
+            f"got {type(provider).__name__}"
+        )

@@ -15,3 +15,14 @@ def test_the_public_names_are_pinned_and_documented() -> None:
     for name in ["HttpMetrics", "HttpTracing", "outcome_class"]:
         assert (getattr(otel, name).__doc__ or "").strip(), name
     assert list(otel.DURATION_BUCKETS) == sorted(otel.DURATION_BUCKETS)
+
+
+def test_a_provider_of_the_wrong_kind_is_refused_when_built() -> None:
+    import pytest
+
+    from http_resilience.otel import HttpMetrics, HttpTracing
+
+    with pytest.raises(TypeError, match="meter_provider must be an OpenTelemetry"):
+        HttpMetrics(meter_provider=3)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="tracer_provider must be an OpenTelemetry"):
+        HttpTracing(tracer_provider="global")  # type: ignore[arg-type]
