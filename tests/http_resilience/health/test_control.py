@@ -249,11 +249,17 @@ def test_a_star_is_no_host_of_a_client_with_a_breaker_per_host() -> None:
 @pytest.mark.parametrize(
     ("host", "message"),
     [
-        ("api.example.com", r"^'api.example.com' is not a host: give scheme://host"),
-        ("", r"^'' is not a host"),
-        ("http://[::1", r"^'http://\[::1' is not a host"),
-        ("http:///orders", r"^'http:///orders' is not a host"),
-        ("http://api.example.com:99999", r"port 99999 is not 1-65535"),
+        (
+            "api.example.com",
+            r"^<URL without a scheme or host> is not a host: give scheme://host",
+        ),
+        ("", r"^<URL without a scheme or host> is not a host"),
+        ("http://[::1", r"^<unparseable URL> is not a host: give scheme://host"),
+        ("http:///orders", r"^<URL without a scheme or host> is not a host"),
+        (
+            "http://api.example.com:99999",
+            r"^'http://api.example.com:99999' is not a host: port 99999 is not 1-65535",
+        ),
         ("http://api.example.com:0", r"port 0 is not 1-65535"),
         (
             "https://user:secret@api.example/orders?token=abc",

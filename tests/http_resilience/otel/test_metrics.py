@@ -23,7 +23,7 @@ from tests.support.otel import Recorded, recorded
 
 pytestmark = pytest.mark.anyio
 
-SECRET_URL = "http://user:hunter2@api.example/orders/1?token=abc123"
+SECRET_URL = "http://user:hunter2@api.example/orders/1?token=abc123#frag-9e1"
 ORDERS: dict[str, Any] = {
     "http_resilience.client": "orders",
     "http.request.method": "GET",
@@ -227,6 +227,7 @@ def test_labels_carry_no_path_query_or_userinfo() -> None:
                 "abc123",
                 "hunter2",
                 "user",
+                "frag-9e1",
                 "4111",
             ):
                 assert secret not in text, (secret, value)

@@ -28,7 +28,7 @@ from tests.support.otel import Recorded, parent_id, recorded, span_id, trace_id
 
 pytestmark = pytest.mark.anyio
 
-SECRET_URL = "http://user:hunter2@api.example:8080/orders/1?token=abc123"
+SECRET_URL = "http://user:hunter2@api.example:8080/orders/1?token=abc123#frag-9e1"
 
 
 @pytest.fixture
@@ -166,8 +166,20 @@ def test_no_attribute_or_event_carries_the_url() -> None:
             client.get(SECRET_URL, headers={"Authorization": "Bearer s3cr3t"})
         values = otel.every_attribute_value()
         assert values
+        values += [span.name for span in otel.spans()]
+        values += [event.name for span in otel.spans() for event in span.events]
+        assert "api.example" in values
         for value in values:
-            for secret in ("/orders", "?", "token", "abc123", "hunter2", "s3cr3t"):
+            for secret in (
+                "/orders",
+                "?",
+                "token",
+                "abc123",
+                "hunter2",
+                "user",
+                "frag-9e1",
+                "s3cr3t",
+            ):
                 assert secret not in str(value), (secret, value)
 
 

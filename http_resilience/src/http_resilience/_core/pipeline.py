@@ -26,6 +26,7 @@ from typing import Any, Final, Literal, Protocol, cast
 import httpx
 
 from http_resilience._core.errors import AttemptStalledError, ResponseTooLargeError
+from http_resilience._core.hosts import host_key
 from http_resilience._core.nested import RETRY_ATTEMPT_HEADER
 from http_resilience._core.pool import pool_sweeper
 from http_resilience._core.raw_headers import header_writer
@@ -321,8 +322,8 @@ class _Watched(httpx.AsyncByteStream, httpx.SyncByteStream):
 
     def _stalled(self) -> AttemptStalledError:
         return AttemptStalledError(
-            f"{self._request.method} {self._request.url.host}: the response body "
-            f"stopped arriving for {self._seconds:g} s"
+            f"{self._request.method} {host_key(self._request.url)}: "
+            f"the response body stopped arriving for {self._seconds:g} s"
         )
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
@@ -355,8 +356,8 @@ class _Bounded(httpx.AsyncByteStream, httpx.SyncByteStream):
 
     def _too_large(self) -> ResponseTooLargeError:
         return ResponseTooLargeError(
-            f"{self._request.method} {self._request.url.host}: the response body "
-            f"is larger than max_buffered_bytes ({self._limit})",
+            f"{self._request.method} {host_key(self._request.url)}: "
+            f"the response body is larger than max_buffered_bytes ({self._limit})",
             limit=self._limit,
         )
 
@@ -389,7 +390,7 @@ _STATUS_RANGE: Final = (100, 599)
 def _bad_status(request: httpx.Request, status_code: int) -> httpx.RemoteProtocolError:
     """A status outside 100-599 is no HTTP answer: the host broke the protocol."""
     return httpx.RemoteProtocolError(
-        f"{request.method} {request.url.host}: the server answered status "
+        f"{request.method} {host_key(request.url)}: the server answered status "
         f"{status_code}, outside 100-599",
         request=request,
     )

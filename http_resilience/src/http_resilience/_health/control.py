@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 
-from http_resilience._core.hosts import host_key
+from http_resilience._core.hosts import NO_HOST, UNPARSEABLE_URL, host_key
 from http_resilience._core.telemetry import LOGGER
 from http_resilience._health.snapshot import (
     Target,
@@ -21,12 +21,16 @@ _GIVE = "give scheme://host[:port], such as 'https://api.example.com'"
 def operator_host(value: object) -> str:
     """`value` as a breaker's key: ``scheme://host:port``, or ``"*"`` as it is.
 
+    A value refused is never quoted as given: the message names its scheme,
+    host and port only, or says it is an unparseable URL or one without a
+    scheme or host, since what came with it (a password, a ``?token=``) may
+    be a secret.
+
     Raises:
         TypeError: `value` is not a string.
-        ValueError: `value` is not a host: no scheme or no host, a port out
-            of 1-65535, or a path,
-            query, fragment or credentials besides (the message then names
-            the host only, never what came with it).
+        ValueError: `value` is not a host: it does not parse, has no scheme or
+            no host, a port out of 1-65535, or a path, query, fragment or
+            credentials besides.
     """
     if not isinstance(value, str):
         raise TypeError(f"a host is a string; {_GIVE}, got {type(value).__qualname__}")
@@ -35,12 +39,13 @@ def operator_host(value: object) -> str:
     try:
         url = httpx.URL(value)
     except httpx.InvalidURL:
-        raise ValueError(f"{value!r} is not a host: {_GIVE}") from None
+        # httpx's own message quotes the part it choked on: left out.
+        raise ValueError(f"{UNPARSEABLE_URL} is not a host: {_GIVE}") from None
     if not url.scheme or not url.host:
-        raise ValueError(f"{value!r} is not a host: {_GIVE}")
-    if url.port is not None and not 0 < url.port < 65536:
-        raise ValueError(f"{value!r} is not a host: port {url.port} is not 1-65535")
+        raise ValueError(f"{NO_HOST} is not a host: {_GIVE}")
     key = host_key(url)
+    if url.port is not None and not 0 < url.port < 65536:
+        raise ValueError(f"{key!r} is not a host: port {url.port} is not 1-65535")
     if url.userinfo or url.query or url.fragment or url.path != "/":
         raise ValueError(
             f"{key!r} was given with a path, query or credentials: {_GIVE}, "
@@ -128,10 +133,12 @@ class CircuitControl:
 
         Raises:
             TypeError: `host` is not a string.
-            ValueError: `host` is not a host (it is named, without any path,
-                query or credentials given with it), or it names one host of
-                a client whose hosts share one breaker, or ``"*"`` on a client
-                with a breaker per host.
+            ValueError: `host` is not a host, or it names one host of a
+                client whose hosts share one breaker, or ``"*"`` on a client
+                with a breaker per host. The message names its scheme, host
+                and port only, never a password, path, query or fragment
+                given with it; a value that does not parse is named
+                ``<unparseable URL>``.
         """
         key = self._key(host)
         changed = [s.manual.isolate(key) for s in self._strategies]

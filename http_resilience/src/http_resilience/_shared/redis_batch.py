@@ -56,6 +56,7 @@ from typing import Final
 
 import redis
 
+from http_resilience._core.hosts import safe_target
 from http_resilience._shared.link import (
     PROBE_OP,
     ClientShare,
@@ -333,11 +334,22 @@ def connect(target: object, *, timeout: float) -> tuple[redis.Redis, bool]:
 
     Raises:
         TypeError: `target` is neither a URL nor a ``redis.Redis``.
+        ValueError: `target` is no URL redis-py reads; the message names its
+            scheme, host and port only.
     """
     if isinstance(target, str):
-        client = redis.Redis.from_url(  # pyright: ignore[reportUnknownMemberType]
-            target, socket_timeout=timeout, socket_connect_timeout=timeout
-        )
+        try:
+            client = redis.Redis.from_url(  # pyright: ignore[reportUnknownMemberType]
+                target, socket_timeout=timeout, socket_connect_timeout=timeout
+            )
+        except ValueError:
+            # redis-py's message may quote a part of the URL, which can hold
+            # the password: neither it nor the URL is passed on.
+            raise ValueError(
+                f"SharedState: {safe_target(target)} is no Redis URL redis-py can "
+                "read: give redis://host[:port][/db], rediss://... or unix://..., "
+                "with a port, a database number and query options it knows"
+            ) from None
         return client, True
     if isinstance(target, redis.Redis):
         return target, False

@@ -80,8 +80,10 @@ class SharedState:
 
     Raises:
         ValueError: `fallback` is not ``"local"``, a bound is not positive, the
-            interval is not finite, or `namespace` is not 1 to 64 of
-            ``[A-Za-z0-9_.-]`` (a key name must stay bounded and plain).
+            interval is not finite, `namespace` is not 1 to 64 of
+            ``[A-Za-z0-9_.-]`` (a key name must stay bounded and plain), or
+            `redis` is a URL redis-py cannot read (the message names its
+            scheme, host and port only, never its password or query).
         TypeError: `redis` is neither a URL nor a ``redis.Redis``.
         ImportError: The ``redis`` extra is not installed.
 

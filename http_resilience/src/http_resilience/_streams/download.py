@@ -12,6 +12,7 @@ from typing import Final
 
 import httpx
 
+from http_resilience._core.hosts import host_key
 from http_resilience._streams.decision import StreamRetryDecision
 from http_resilience._streams.options import PartialStreamPolicy, StreamRetryOptions
 from http_resilience._streams.retry_support import check_options
@@ -100,7 +101,7 @@ class Download:
         offset = items_yielded - self.base
         status = response.status_code
         if offset == 0:
-            response.raise_for_status()
+            _raise_for_status(response)
             self._learn(response)
             return True
         if status == _PARTIAL_CONTENT:
@@ -116,7 +117,7 @@ class Download:
         elif status == _RANGE_NOT_SATISFIABLE:
             problem = "the server could not satisfy the range (416)"
         else:
-            response.raise_for_status()
+            _raise_for_status(response)
             problem = f"the server answered {status} to a range request"
         self._cannot_stitch(items_yielded, problem)
         return False
@@ -176,6 +177,23 @@ class Download:
             self.validator = None
         length = response.headers.get("Content-Length", "")
         self.length = int(length) if _CONTENT_LENGTH.fullmatch(length) else None
+
+
+def _raise_for_status(response: httpx.Response) -> None:
+    """`response.raise_for_status()`, its message naming the host, not the URL.
+
+    httpx's own message quotes the whole URL: a password in its userinfo, or a
+    token in its query, would go wherever the error is logged.
+    """
+    if response.is_success:
+        return
+    request = response.request
+    raise httpx.HTTPStatusError(
+        f"{request.method} {host_key(request.url)}: the server answered "
+        f"{response.status_code} {response.reason_phrase}",
+        request=request,
+        response=response,
+    )
 
 
 def build_request(

@@ -78,6 +78,10 @@ def create_async_client(
         TypeError: A transport of the wrong kind, ``proxy=`` beside
             ``transport=`` (httpx would route around the pipeline), or
             `pipeline` with `options` or `config`.
+        httpx.InvalidURL: ``base_url=`` or ``proxy=`` does not parse; the
+            message names it an unparseable URL, never quoting it.
+        ValueError: ``proxy=`` has a scheme httpx does not proxy through; the
+            message names its scheme, host and port only.
         pydantic.ValidationError: Invalid configuration, naming the client.
 
     Example:

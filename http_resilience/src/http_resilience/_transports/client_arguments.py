@@ -9,6 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final, cast
 
+import httpx
+
+from http_resilience._core.hosts import UNPARSEABLE_URL, safe_target
 from http_resilience._strategies.pipeline import ResiliencePipeline
 from http_resilience._strategies.standard import HttpResilienceOptions
 from http_resilience._transports.transport import (
@@ -17,12 +20,42 @@ from http_resilience._transports.transport import (
     resolve_pipeline,
 )
 
-__all__ = ["TRANSPORT_ARGUMENTS", "resolve", "split_arguments"]
+__all__ = ["TRANSPORT_ARGUMENTS", "check_urls", "resolve", "split_arguments"]
 
 # The client's arguments that configure the transport it would build itself.
 # `proxy` above all: given to the client, it would mount a proxy transport that
 # bypasses the pipeline.
 TRANSPORT_ARGUMENTS: Final = ("verify", "cert", "http1", "http2", "limits", "proxy")
+
+_PROXY_SCHEMES: Final = ("http", "https", "socks5", "socks5h")
+
+
+def check_urls(name: str, httpx_kwargs: Mapping[str, Any]) -> None:
+    """Refuse a ``base_url`` or ``proxy`` httpx would refuse, naming its host only.
+
+    httpx's own errors quote the part of the URL they choke on, or the whole
+    proxy URL, query included; a password or a token there would be logged
+    with the error.
+
+    Raises:
+        httpx.InvalidURL: The URL does not parse.
+        ValueError: The proxy's scheme is none httpx proxies through.
+    """
+    for argument in ("base_url", "proxy"):
+        value: object = httpx_kwargs.get(argument)
+        if not isinstance(value, str | httpx.URL):
+            continue  # None, an httpx.Proxy (parsed already), or httpx's to refuse
+        try:
+            url = httpx.URL(value)
+        except httpx.InvalidURL:
+            raise httpx.InvalidURL(
+                f"HTTP client {name!r}: {argument}= is an {UNPARSEABLE_URL}"
+            ) from None
+        if argument == "proxy" and url.scheme not in _PROXY_SCHEMES:
+            raise ValueError(
+                f"HTTP client {name!r}: proxy= {safe_target(url)} is no proxy: "
+                "give an http, https, socks5 or socks5h URL"
+            )
 
 
 def split_arguments(
@@ -34,6 +67,7 @@ def split_arguments(
         ``transport=`` (None: build one), the arguments to build it with, and
         ``mounts=``; what is left in `httpx_kwargs` goes to the client.
     """
+    check_urls(name, httpx_kwargs)
     transport: object = httpx_kwargs.pop("transport", None)
     refuse_second_layer(transport, name)
     building: dict[str, Any] = {}

@@ -188,8 +188,11 @@ class HttpClientFactory:
             The factory, to chain calls.
 
         Raises:
-            ValueError: `name` is empty or already added, or
-                ``deadline_header`` is no header name.
+            ValueError: `name` is empty or already added,
+                ``deadline_header`` is no header name, or ``proxy`` has a
+                scheme httpx does not proxy through.
+            httpx.InvalidURL: ``base_url`` or ``proxy`` does not parse (the
+                message never quotes it: it may hold a password or token).
             RuntimeError: The factory's names are fixed (its `configure` has
                 returned, or it has handed out a client), or it is closed.
             ResilienceLayerError: ``transport`` or a mounted transport is

@@ -26,6 +26,7 @@ from http_resilience._shared.state import SharedState
 from http_resilience._strategies.pipeline import ResiliencePipeline
 from http_resilience._strategies.standard import HttpResilienceOptions
 from http_resilience._transports.client import build_async_client
+from http_resilience._transports.client_arguments import check_urls
 from http_resilience._transports.client_sync import build_client
 from http_resilience._transports.correlation import (
     CorrelationSource,
@@ -88,7 +89,10 @@ class NamedClient:
         Raises:
             TypeError: `options` and `pipeline` both given, either of the wrong
                 type, or a client that can be neither async nor sync.
-            ValueError: A ``deadline_header`` that is no header name.
+            ValueError: A ``deadline_header`` that is no header name, or a
+                ``proxy`` of a scheme httpx cannot proxy through.
+            httpx.InvalidURL: A ``base_url`` or ``proxy`` that does not parse
+                (named so, never quoted).
             ResilienceLayerError: ``transport`` or a mount is already resilient.
         """
         if pipeline is not None:
@@ -107,6 +111,7 @@ class NamedClient:
                 f"HTTP client {name!r}: options must be HttpResilienceOptions or "
                 f"None, got {type(options).__qualname__}"
             )
+        check_urls(name, arguments)
         if "deadline_header" in arguments:
             check_deadline_header(arguments["deadline_header"], name)
         check_shared(arguments.get("shared"), name)
