@@ -42,6 +42,10 @@ COPIES: Mapping[str, Sequence[str]] = {
         f"{_HTTP}/_core/recorder.py",
         f"{_MEDIATOR_RESILIENCE}/_recorder.py",
     ),
+    "stack_order.py": (
+        f"{_HTTP}/_transports/_stack_order.py",
+        "mediator/src/mediator/_asgi/_stack_order.py",
+    ),
 }
 
 

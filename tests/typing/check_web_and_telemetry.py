@@ -7,8 +7,9 @@ mode is a context manager; the recorder keeps events of the kind asked for.
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping
 from datetime import timedelta
-from typing import assert_type
+from typing import Any, assert_type
 
 import httpx
 from fastapi import FastAPI
@@ -19,6 +20,7 @@ from http_resilience import (
     AttemptEvent,
     HttpClientFactory,
     HttpEvent,
+    ResilienceContextMiddleware,
     create_async_client,
 )
 from http_resilience.injector import HttpClientsModule
@@ -45,6 +47,18 @@ def web(app: FastAPI) -> None:
 
     DomainErrorMiddleware(app, retry_after=2.0)
     RequestContextMiddleware(app, principal=from_token, correlation_header="X-Id")
+
+
+def trust_at_the_edge(app: FastAPI) -> None:
+    def from_the_mesh(scope: MutableMapping[str, Any]) -> bool:
+        return scope.get("client") is not None
+
+    app.add_middleware(
+        ResilienceContextMiddleware, trusted=from_the_mesh, default_deadline="5s"
+    )
+    app.add_middleware(RequestContextMiddleware, trusted=from_the_mesh)
+    ResilienceContextMiddleware(app, default_deadline=timedelta(seconds=5))
+    ResilienceContextMiddleware(app, trusted=None, default_deadline=2.5)
 
 
 def idempotency_keys(app: FastAPI, engine: AsyncEngine) -> None:

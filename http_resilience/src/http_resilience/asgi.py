@@ -15,6 +15,13 @@ server runs them alone:
 `ResilienceErrorMiddleware` (also at the package's root) answers the errors
 of the pipeline that escape a handler with problem details.
 
+The web middlewares of `http_resilience` and `mediator.asgi` go in one order,
+outermost first: ``RequestContextMiddleware``, `ResilienceContextMiddleware`,
+``IdempotencyKeyMiddleware``, then ``DomainErrorMiddleware`` and
+`ResilienceErrorMiddleware` (these two either way round). Each checks it on
+every request: a stack in another order raises `MiddlewareOrderError`, naming
+this order, before the app runs.
+
 Example:
     >>> import asyncio, httpx
     >>> from http_resilience import create_async_client
@@ -47,8 +54,9 @@ from http_resilience._transports.asgi import (
     Send,
 )
 from http_resilience._transports.factory import HttpClientFactory
+from http_resilience._transports.stack import MiddlewareOrderError
 
-__all__ = ["ResilienceErrorMiddleware", "liveness", "readiness"]
+__all__ = ["MiddlewareOrderError", "ResilienceErrorMiddleware", "liveness", "readiness"]
 
 _READ: Final = frozenset({"GET", "HEAD"})
 

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Generator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Final, Protocol, cast, runtime_checkable
 
 __all__ = [
+    "MAX_CORRELATION_LENGTH",
     "ContextPrincipalProvider",
     "Principal",
     "PrincipalProvider",
@@ -16,7 +18,26 @@ __all__ = [
     "correlation_id",
     "current_correlation_id",
     "current_principal",
+    "is_correlation_id",
 ]
+
+MAX_CORRELATION_LENGTH: Final = 200
+"""The longest correlation id, in characters, set here or taken from a caller.
+
+The same limit as `http_resilience`'s (each package keeps its own copy of the
+rule): 200 is the longest request id common routers pass on (Heroku's), so an
+id a caller's platform made is kept, and still short enough to go into every
+audit record and log line.
+"""
+
+# Visible ASCII but the comma: what any server, proxy and log line takes as
+# is. A comma is refused because HTTP lets any hop join two lines of a header
+# into one with commas (RFC 9110, 5.3): a value with one may be two ids.
+_VALUE: Final = re.compile(rf"[\x21-\x2b\x2d-\x7e]{{1,{MAX_CORRELATION_LENGTH}}}")
+_REFUSED: Final = (
+    f"a correlation id is 1 to {MAX_CORRELATION_LENGTH} visible ASCII characters "
+    "without spaces or commas"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,9 +99,46 @@ def current_correlation_id() -> str | None:
     return _correlation.get()
 
 
+def is_correlation_id(value: object) -> bool:
+    """True when `value` is a string `correlation_id` takes.
+
+    Example:
+        >>> is_correlation_id("order-42"), is_correlation_id("a, b")
+        (True, False)
+    """
+    return isinstance(value, str) and _VALUE.fullmatch(value) is not None
+
+
 @contextmanager
 def correlation_id(value: str) -> Generator[str, None, None]:
-    """Tag everything sent in the block with `value` (audit records carry it)."""
+    """Tag everything sent in the block with `value` (audit records carry it).
+
+    The rule is `http_resilience.correlation_id`'s, so an id either package
+    takes goes into a header, a log line and the other package as it is.
+
+    Args:
+        value: The id: 1 to 200 visible ASCII characters, no spaces or
+            commas (so no CR, LF or NUL either).
+
+    Yields:
+        `value`, in force inside the block.
+
+    Raises:
+        TypeError: `value` is not a string.
+        ValueError: `value` is empty, too long, or has a character outside
+            visible ASCII, or a comma. The message does not repeat the value.
+
+    Example:
+        >>> with correlation_id("order-42"):
+        ...     current_correlation_id()
+        'order-42'
+    """
+    if not isinstance(cast("object", value), str):
+        raise TypeError(
+            f"a correlation id must be a string, got {type(value).__name__}"
+        )
+    if _VALUE.fullmatch(value) is None:
+        raise ValueError(_REFUSED)
     token = _correlation.set(value)
     try:
         yield value

@@ -11,6 +11,13 @@ take them, and `mediator` depends on no web framework:
   requests, sets it for ``@idempotent`` commands, and replays the answer of
   a request already completed with it.
 
+Put them in one order, outermost first: `RequestContextMiddleware`,
+`http_resilience.ResilienceContextMiddleware` (when the service uses it),
+`IdempotencyKeyMiddleware`, then `DomainErrorMiddleware` and
+`http_resilience.ResilienceErrorMiddleware` (these two either way round).
+Each of them checks it on every request: a stack in another order raises
+`MiddlewareOrderError` naming this one, before the app runs.
+
 Example:
     >>> async def app(scope, receive, send): ...
     >>> wrapped = RequestContextMiddleware(
@@ -21,9 +28,11 @@ Example:
 from mediator._asgi.domain_errors import DomainErrorMiddleware
 from mediator._asgi.idempotency_key import IdempotencyKeyMiddleware
 from mediator._asgi.request_context import RequestContextMiddleware
+from mediator._asgi.stack import MiddlewareOrderError
 
 __all__ = [
     "DomainErrorMiddleware",
     "IdempotencyKeyMiddleware",
+    "MiddlewareOrderError",
     "RequestContextMiddleware",
 ]

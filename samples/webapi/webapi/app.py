@@ -9,12 +9,12 @@ The recipe, in order:
 - OpenTelemetry's meters and spans are on (they report nowhere until the
   application configures an SDK), and two health routes say whether the
   process is up and whether its dependencies take calls;
-- the middlewares set each request's correlation id (one for the audit
-  records and the HTTP calls), carry the caller's deadline in, take the
-  ``Idempotency-Key`` every ``POST /orders`` must carry (the order sent again
-  under it is answered with its first answer, marked
-  ``Idempotent-Replayed: true``), and turn what escapes a handler into the
-  answer it means.
+- the middlewares, in the one order they take, set each request's
+  correlation id (one for the audit records and the HTTP calls), carry the
+  caller's deadline in, take the ``Idempotency-Key`` every ``POST /orders``
+  must carry (the order sent again under it is answered with its first
+  answer, marked ``Idempotent-Replayed: true``), and turn what escapes a
+  handler into the answer it means.
 """
 
 from __future__ import annotations
@@ -42,7 +42,12 @@ from http_resilience import (
 from http_resilience.asgi import liveness, readiness
 from http_resilience.injector import HttpClientsModule
 from http_resilience.otel import HttpMetrics, HttpTracing
-from mediator import Mediator, MediatorModule, current_correlation_id
+from mediator import (
+    IdempotencyOptions,
+    Mediator,
+    MediatorModule,
+    current_correlation_id,
+)
 from mediator.asgi import (
     DomainErrorMiddleware,
     IdempotencyKeyMiddleware,
@@ -101,6 +106,12 @@ def create_app(settings: Settings) -> FastAPI:
                     )
                 ),
                 SqlAlchemyModule(async_engine=engine),
+                # This demo signs no one in: its callers are anonymous and opt
+                # in to share one idempotency scope. A service that
+                # authenticates leaves this out: each principal keeps its own.
+                lambda binder: binder.bind(
+                    IdempotencyOptions, to=IdempotencyOptions(allow_anonymous=True)
+                ),
                 # The mediator's retry keeps the caller's deadline too.
                 ResilienceMediatorModule(remaining_time=remaining_time),
                 HttpClientsModule(
@@ -145,19 +156,22 @@ def create_app(settings: Settings) -> FastAPI:
             {"title": "the inventory is unavailable", "status": 503}, status_code=503
         )
 
-    # The last added is the outermost: the request's correlation id and
-    # caller first, then the idempotency key (the caller is known, and a
-    # domain error's answer is kept too), then the caller's deadline and
-    # retry, then what escapes a handler: a domain error, or an outage of the
-    # inventory.
+    # The one order of the web middlewares (docs/web-services.md, "The
+    # middleware stack"); each refuses to serve in another. The last added is
+    # the outermost: the request's correlation id and caller first (echoed on
+    # every answer), then the caller's deadline and retry (counted from the
+    # request's arrival), then the idempotency key (the caller is known), then
+    # what escapes a handler: a domain error, whose answer the key keeps, or
+    # an outage of the inventory.
     app.add_middleware(ResilienceErrorMiddleware)
     app.add_middleware(DomainErrorMiddleware)
-    app.add_middleware(ResilienceContextMiddleware)
     app.add_middleware(
         IdempotencyKeyMiddleware,
         store_factory=lambda: app.state.idempotency_store,
         required=["/orders"],
+        anonymous=["/orders"],  # no sign-in in this demo, as above
     )
+    app.add_middleware(ResilienceContextMiddleware)
     app.add_middleware(RequestContextMiddleware)
     return app
 

@@ -231,6 +231,11 @@ def test_readiness_needs_something_to_watch() -> None:
 
 def test_the_module_also_offers_the_error_middleware() -> None:
     assert health_asgi.ResilienceErrorMiddleware is ResilienceErrorMiddleware
-    assert health_asgi.__all__ == ["ResilienceErrorMiddleware", "liveness", "readiness"]
+    assert health_asgi.__all__ == [
+        "MiddlewareOrderError",
+        "ResilienceErrorMiddleware",
+        "liveness",
+        "readiness",
+    ]
     with create_client(transport=httpx.MockTransport(Upstream().answer)) as client:
         assert readiness(client) is not None

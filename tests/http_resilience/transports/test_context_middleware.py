@@ -11,8 +11,11 @@ calls go to a scripted transport on a `FakeClock`.
 from __future__ import annotations
 
 import contextvars
+import functools
 import threading
+import uuid
 from collections.abc import Awaitable, Callable, MutableMapping
+from datetime import timedelta
 from typing import Any
 
 import httpx
@@ -20,6 +23,7 @@ import pytest
 
 from http_resilience import (
     AsyncResilientTransport,
+    HttpClientFactory,
     NestedRetryEvent,
     ResilienceContextMiddleware,
     current_correlation_id,
@@ -109,7 +113,9 @@ async def test_a_first_attempt_is_no_retry_and_a_long_deadline_is_clamped() -> N
         ("X-Retry-Attempt", "0", "attempt"),
         ("X-Retry-Attempt", "two", "attempt"),
         ("X-Retry-Attempt", "100000", "attempt"),
-        ("X-Correlation-ID", "x" * 200, "correlation"),
+        ("X-Correlation-ID", "x" * 201, "correlation"),
+        ("X-Correlation-ID", "a,b", "correlation"),
+        ("X-Correlation-ID", "a, b", "correlation"),
     ],
 )
 async def test_a_malformed_value_is_ignored_and_counted_never_raised(
@@ -118,8 +124,284 @@ async def test_a_malformed_value_is_ignored_and_counted_never_raised(
     seen = Seen()
     app = ResilienceContextMiddleware(seen)
     assert (await call(app, {header: value})).status_code == 200
-    assert (seen.remaining, seen.attempt, seen.correlation) == (None, None, None)
+    assert (seen.remaining, seen.attempt) == (None, None)
+    assert is_fresh(seen.correlation)
     assert app.ignored == {counted: 1}
+
+
+def is_fresh(correlation: str | None) -> bool:
+    """True for an id this package made (a version 8 UUID), not one a caller sent."""
+    return correlation is not None and uuid.UUID(correlation).version == 8
+
+
+async def call_raw(app: Any, headers: list[tuple[bytes, bytes]]) -> None:
+    """Drive `app` with raw header lines, which httpx would merge or refuse."""
+
+    async def receive() -> MutableMapping[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        return None
+
+    scope: Scope = {"type": "http", "method": "GET", "path": "/", "headers": headers}
+    await app(scope, receive, send)
+
+
+# --- the correlation id: one reading rule -----------------------------------------
+
+
+async def test_an_id_of_200_characters_is_taken_and_outer_blanks_are_not_part() -> None:
+    seen = Seen()
+    app = ResilienceContextMiddleware(seen)
+    await call(app, {"X-Correlation-ID": "a" * 200})
+    await call_raw(app, [(b"x-correlation-id", b" \torder-42\t ")])
+    assert seen.correlation == "order-42"
+    assert app.ignored == {}
+
+
+async def test_an_id_sent_twice_is_refused_and_a_fresh_one_made() -> None:
+    seen = Seen()
+    app = ResilienceContextMiddleware(seen)
+    await call_raw(
+        app, [(b"X-Correlation-ID", b"first"), (b"x-correlation-id", b"second")]
+    )
+    assert is_fresh(seen.correlation)
+    assert app.ignored == {"correlation": 1}
+    # The same when both lines carry the same value: there is no one id sent.
+    await call_raw(
+        app, [(b"x-correlation-id", b"same"), (b"x-correlation-id", b"same")]
+    )
+    assert is_fresh(seen.correlation)
+    assert app.ignored == {"correlation": 2}
+
+
+async def test_without_an_id_each_request_gets_one_every_call_of_it_carries() -> None:
+    sent: list[str] = []
+
+    def dependency(request: httpx.Request) -> httpx.Response:
+        sent.append(request.headers["x-correlation-id"])
+        return httpx.Response(200)
+
+    factory = HttpClientFactory()
+    factory.add("dep", transport=httpx.MockTransport(dependency))
+    client = factory.async_client("dep")
+
+    async def service(scope: Scope, receive: Receive, send: Send) -> None:
+        await client.get("http://dep.local/a")
+        await client.get("http://dep.local/b")
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    app = ResilienceContextMiddleware(service)
+    await call(app, {})
+    await call(app, {})
+    await factory.aclose()
+    assert sent[0] == sent[1] != sent[2] == sent[3]
+    assert all(is_fresh(made) for made in sent)
+
+
+async def test_with_no_correlation_header_read_no_id_is_set() -> None:
+    seen = Seen()
+    await call(
+        ResilienceContextMiddleware(seen, correlation_header=None),
+        {"X-Correlation-ID": "order-42"},
+    )
+    assert seen.correlation is None
+
+
+# --- trust: whose headers are read ------------------------------------------------
+
+FROM_A_CALLER = {
+    "X-Request-Timeout-Ms": "1500",
+    "X-Retry-Attempt": "2",
+    "X-Correlation-ID": "order-42",
+}
+
+
+async def test_an_untrusted_callers_deadline_attempt_and_id_are_ignored() -> None:
+    seen, scopes = Seen(), list[Scope]()
+
+    def trusted(scope: Scope) -> bool:
+        scopes.append(scope)
+        return False
+
+    app = ResilienceContextMiddleware(seen, trusted=trusted)
+    assert (await call(app, FROM_A_CALLER)).status_code == 200
+    assert (seen.remaining, seen.attempt) == (None, None)
+    assert is_fresh(seen.correlation)
+    # Not read at all: nothing is counted as malformed.
+    assert app.ignored == {}
+    assert [scope["path"] for scope in scopes] == ["/work"]
+
+
+async def test_an_untrusted_caller_gets_the_default_deadline() -> None:
+    seen = Seen()
+    app = ResilienceContextMiddleware(
+        seen, trusted=lambda scope: False, default_deadline=timedelta(seconds=3)
+    )
+    await call(app, FROM_A_CALLER)
+    assert seen.remaining is not None
+    assert 2.9 < seen.remaining <= 3  # the default, not the caller's 1.5 s
+    assert (seen.attempt, is_fresh(seen.correlation)) == (None, True)
+
+
+async def test_a_trusted_callers_headers_are_read() -> None:
+    seen = Seen()
+    app = ResilienceContextMiddleware(
+        seen, trusted=lambda scope: scope["path"] == "/work", safety_margin=0
+    )
+    await call(app, FROM_A_CALLER)
+    assert seen.remaining is not None
+    assert 1.4 < seen.remaining <= 1.5
+    assert (seen.attempt, seen.correlation) == (2, "order-42")
+
+
+async def test_the_default_deadline_is_also_the_longest_a_caller_may_give() -> None:
+    seen = Seen()
+    app = ResilienceContextMiddleware(seen, default_deadline=2, safety_margin=0)
+    # None sent: the default.
+    await call(app, {})
+    assert seen.remaining is not None
+    assert 1.9 < seen.remaining <= 2
+    # A shorter one is kept: a caller may shorten the time a request gets.
+    await call(app, {"X-Request-Timeout-Ms": "500"})
+    assert 0.4 < seen.remaining <= 0.5
+    # A longer one is cut to the default, never lengthened past it.
+    await call(app, {"X-Request-Timeout-Ms": "60000"})
+    assert 1.9 < seen.remaining <= 2
+    assert app.ignored == {}
+
+
+@pytest.mark.parametrize(
+    ("given", "read"),
+    [
+        (timedelta(milliseconds=250), timedelta(milliseconds=250)),
+        (5, timedelta(seconds=5)),
+        (0.5, timedelta(milliseconds=500)),
+        ("200ms", timedelta(milliseconds=200)),
+        ("PT1M", timedelta(minutes=1)),
+        (300, timedelta(seconds=300)),
+    ],
+)
+def test_a_default_deadline_is_a_duration(given: Any, read: timedelta) -> None:
+    assert (
+        ResilienceContextMiddleware(Seen(), default_deadline=given).default_deadline
+        == read
+    )
+
+
+async def test_a_trust_verdict_that_is_no_bool_fails_the_request() -> None:
+    truthy = ResilienceContextMiddleware(Seen(), trusted=lambda scope: "yes")  # type: ignore[arg-type,return-value]
+    with pytest.raises(
+        TypeError, match=r"^trusted must return True or False, got str$"
+    ):
+        await call(truthy, FROM_A_CALLER)
+
+    async def check(scope: Scope) -> bool:
+        return True  # pragma: no cover - never awaited
+
+    # A plain lambda around an async function hands back a coroutine: closed,
+    # so no "never awaited" warning, and refused.
+    hidden = ResilienceContextMiddleware(Seen(), trusted=lambda scope: check(scope))  # type: ignore[arg-type,return-value]
+    with pytest.raises(
+        TypeError, match=r"^trusted must return True or False, got coroutine$"
+    ):
+        await call(hidden, FROM_A_CALLER)
+
+
+def test_the_trust_defaults() -> None:
+    app = ResilienceContextMiddleware(Seen())
+    assert (app.trusted, app.default_deadline) == (None, None)
+
+
+async def async_check(scope: Scope) -> bool:
+    return True  # pragma: no cover - refused before any call
+
+
+class AsyncCheck:
+    async def __call__(self, scope: Scope) -> bool:
+        return True  # pragma: no cover - refused before any call
+
+
+NOT_CALLABLE = (
+    r"^trusted must be a callable that takes the ASGI scope and returns True or "
+    r"False, or None, got "
+)
+ASYNC = (
+    r"^trusted must be a plain function, not async def: it decides from the ASGI "
+    r"scope alone$"
+)
+
+
+@pytest.mark.parametrize(
+    ("values", "error", "message"),
+    [
+        ({"trusted": True}, TypeError, NOT_CALLABLE + "bool$"),
+        ({"trusted": "127.0.0.1"}, TypeError, NOT_CALLABLE + "str$"),
+        ({"trusted": async_check}, TypeError, ASYNC),
+        ({"trusted": AsyncCheck()}, TypeError, ASYNC),
+        ({"trusted": functools.partial(async_check)}, TypeError, ASYNC),
+        (
+            {"default_deadline": True},
+            TypeError,
+            r"^default_deadline must be a timedelta, seconds or a string such as "
+            r"'5s', or None, got bool$",
+        ),
+        (
+            {"default_deadline": [5]},
+            TypeError,
+            r"^default_deadline must be a timedelta, seconds or a string such as "
+            r"'5s', or None, got list$",
+        ),
+        (
+            {"default_deadline": 0},
+            ValueError,
+            r"^default_deadline must be positive, got 0 s$",
+        ),
+        (
+            {"default_deadline": "0ms"},
+            ValueError,
+            r"^default_deadline must be positive, got 0 s$",
+        ),
+        (
+            {"default_deadline": -1},
+            ValueError,
+            r"^default_deadline: a duration must be finite and not negative, got -1$",
+        ),
+        (
+            {"default_deadline": float("nan")},
+            ValueError,
+            r"^default_deadline: a duration must be finite and not negative, got nan$",
+        ),
+        (
+            {"default_deadline": float("inf")},
+            ValueError,
+            r"^default_deadline: a duration must be finite and not negative, got inf$",
+        ),
+        (
+            {"default_deadline": "soon"},
+            ValueError,
+            r"^default_deadline: 'soon' is not a duration: give seconds, ",
+        ),
+        (
+            {"default_deadline": timedelta(seconds=301)},
+            ValueError,
+            r"^default_deadline \(301 s\) may not be longer than max_deadline "
+            r"\(300 s\)$",
+        ),
+        (
+            {"default_deadline": 10, "max_deadline": 2.5},
+            ValueError,
+            r"^default_deadline \(10 s\) may not be longer than max_deadline "
+            r"\(2.5 s\)$",
+        ),
+    ],
+)
+def test_a_bad_trust_setting_is_refused_when_the_middleware_is_built(
+    values: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=message):
+        ResilienceContextMiddleware(Seen(), **values)
 
 
 async def test_headers_may_be_renamed_or_not_read() -> None:

@@ -460,7 +460,8 @@ def test_a_forked_child_makes_ids_of_its_own() -> None:
 
 
 @pytest.mark.parametrize(
-    "value", ["", "has space", "x" * 201, "caf\u00e9", "line\r\nbreak"]
+    "value",
+    ["", "has space", "x" * 201, "caf\u00e9", "line\r\nbreak", "nul\x00", "a,b"],
 )
 def test_an_invalid_correlation_id_is_refused_without_repeating_it(value: str) -> None:
     with (
@@ -469,7 +470,7 @@ def test_an_invalid_correlation_id_is_refused_without_repeating_it(value: str) -
     ):
         pass  # pragma: no cover
     assert str(raised.value) == (
-        "a correlation id is 1 to 200 visible ASCII characters without spaces"
+        "a correlation id is 1 to 200 visible ASCII characters without spaces or commas"
     )
     assert current_correlation_id() is None
 

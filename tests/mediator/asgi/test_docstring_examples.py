@@ -29,5 +29,6 @@ def test_the_public_names_are_pinned() -> None:
     assert mediator.asgi.__all__ == [
         "DomainErrorMiddleware",
         "IdempotencyKeyMiddleware",
+        "MiddlewareOrderError",
         "RequestContextMiddleware",
     ]

@@ -203,12 +203,14 @@ async def test_forbidden_with_a_principal_set_outside_is_403() -> None:
 async def test_the_context_middleware_inside_still_tells_401_from_403(
     principal: Principal | None, status: int
 ) -> None:
-    # The principal is set inside, and reset before the error reaches the
-    # outer middleware: the scope says who it was.
-    inner = RequestContextMiddleware(
+    # A mounted sub-app sets the principal with a context middleware of its
+    # own, inside the outer stack's error middleware, and resets it before the
+    # error reaches that one: the scope says who it was.
+    mounted = RequestContextMiddleware(
         raising(ForbiddenError("denied")), principal=lambda scope: principal
     )
-    assert (await get(DomainErrorMiddleware(inner))).status_code == status
+    app = RequestContextMiddleware(DomainErrorMiddleware(mounted))
+    assert (await get(app)).status_code == status
 
 
 @pytest.mark.parametrize(

@@ -90,16 +90,44 @@ async def test_without_an_id_each_request_gets_a_new_one_echoed() -> None:
     assert uuid.UUID(first.headers[HEADER]).version == 4
 
 
-async def test_an_id_of_128_characters_is_taken() -> None:
+async def test_an_id_of_200_characters_is_taken() -> None:
     app = Seen()
-    await get(RequestContextMiddleware(app), {HEADER: "a" * 128})
-    assert app.ids == ["a" * 128]
+    await get(RequestContextMiddleware(app), {HEADER: "a" * 200})
+    assert app.ids == ["a" * 200]
+
+
+async def test_outer_spaces_and_tabs_are_no_part_of_the_id() -> None:
+    app = Seen()
+    await call_raw(
+        RequestContextMiddleware(app), [(b"x-correlation-id", b" \tid-7\t ")]
+    )
+    assert app.ids == ["id-7"]
 
 
 @pytest.mark.parametrize(
     "bad",
-    [b"", b"has space", b"a" * 129, b"caf\xc3\xa9", b"tab\there", b"\x00"],
-    ids=["empty", "space", "too-long", "non-ascii", "tab", "nul"],
+    [
+        b"",
+        b"has space",
+        b"a" * 201,
+        b"caf\xc3\xa9",
+        b"tab\there",
+        b"\x00",
+        b"line\r\nbreak",
+        b"a,b",
+        b"a, b",
+    ],
+    ids=[
+        "empty",
+        "space",
+        "too-long",
+        "non-ascii",
+        "tab",
+        "nul",
+        "crlf",
+        "comma",
+        "comma-space",
+    ],
 )
 async def test_an_invalid_id_is_replaced_by_a_new_one(bad: bytes) -> None:
     app = Seen()
@@ -110,13 +138,115 @@ async def test_an_invalid_id_is_replaced_by_a_new_one(bad: bytes) -> None:
     assert (b"x-correlation-id", made.encode()) in sent[0]["headers"]
 
 
-async def test_the_first_id_sent_is_the_one_read() -> None:
-    app = Seen()
-    await call_raw(
-        RequestContextMiddleware(app),
+@pytest.mark.parametrize(
+    "lines",
+    [
         [(b"X-Correlation-ID", b"first"), (b"x-correlation-id", b"second")],
+        [(b"x-correlation-id", b"same"), (b"x-correlation-id", b"same")],
+        [(b"x-correlation-id", b"bad id"), (b"x-correlation-id", b"good")],
+    ],
+    ids=["different", "same", "first-malformed"],
+)
+async def test_an_id_sent_twice_is_refused_and_a_new_one_made(
+    lines: list[tuple[bytes, bytes]],
+) -> None:
+    app = Seen()
+    sent = await call_raw(RequestContextMiddleware(app), lines)
+    made = app.ids[0]
+    assert made is not None
+    assert uuid.UUID(made).version == 4
+    assert (b"x-correlation-id", made.encode()) in sent[0]["headers"]
+
+
+# --- trust: whose id is taken ------------------------------------------------------
+
+
+async def test_an_untrusted_callers_id_is_ignored_and_a_new_one_echoed() -> None:
+    app, scopes = Seen(), list[Scope]()
+
+    def trusted(scope: Scope) -> bool:
+        scopes.append(scope)
+        return False
+
+    response = await get(
+        RequestContextMiddleware(app, trusted=trusted), {HEADER: "order-42"}
     )
-    assert app.ids == ["first"]
+    made = app.ids[0]
+    assert made is not None
+    assert uuid.UUID(made).version == 4
+    assert response.headers[HEADER] == made
+    assert [scope["path"] for scope in scopes] == ["/orders"]
+
+
+async def test_a_trusted_callers_id_is_taken_and_the_principal_read_either_way() -> (
+    None
+):
+    app = Seen()
+    middleware = RequestContextMiddleware(
+        app,
+        principal=from_header,
+        trusted=lambda scope: scope["path"] == "/orders",
+    )
+    await get(middleware, {HEADER: "order-42", "X-User": "u-7"})
+    assert (app.ids, app.principals) == (["order-42"], [Principal("u-7")])
+    # Trust is about the context headers only: authentication is the reader's.
+    untrusting = RequestContextMiddleware(
+        app, principal=from_header, trusted=lambda scope: False
+    )
+    await get(untrusting, {HEADER: "order-42", "X-User": "u-7"})
+    assert app.ids[1] != "order-42"
+    assert app.principals[1] == Principal("u-7")
+
+
+async def test_a_trust_verdict_that_is_no_bool_fails_the_request() -> None:
+    truthy = RequestContextMiddleware(Seen(), trusted=lambda scope: 1)  # type: ignore[arg-type,return-value]
+    with pytest.raises(
+        TypeError, match=r"^trusted must return True or False, got int$"
+    ):
+        await get(truthy, {HEADER: "order-42"})
+
+    async def check(scope: Scope) -> bool:
+        return True  # pragma: no cover - never awaited
+
+    hidden = RequestContextMiddleware(Seen(), trusted=lambda scope: check(scope))  # type: ignore[arg-type,return-value]
+    with pytest.raises(
+        TypeError, match=r"^trusted must return True or False, got coroutine$"
+    ):
+        await get(hidden, {HEADER: "order-42"})
+
+
+async def async_check(scope: Scope) -> bool:
+    return True  # pragma: no cover - refused before any call
+
+
+class AsyncCheck:
+    async def __call__(self, scope: Scope) -> bool:
+        return True  # pragma: no cover - refused before any call
+
+
+@pytest.mark.parametrize(
+    ("trusted", "message"),
+    [
+        (
+            True,
+            r"^trusted must be a callable that takes the ASGI scope and returns "
+            r"True or False, or None, got bool$",
+        ),
+        (
+            async_check,
+            r"^trusted must be a plain function, not async def: it decides from "
+            r"the ASGI scope alone$",
+        ),
+        (AsyncCheck(), r"^trusted must be a plain function, not async def"),
+        (functools.partial(async_check), r"^trusted must be a plain function"),
+    ],
+    ids=["not-callable", "async", "async-call", "async-partial"],
+)
+def test_a_trusted_that_is_no_plain_callable_is_refused(
+    trusted: Any, message: str
+) -> None:
+    with pytest.raises(TypeError, match=message):
+        RequestContextMiddleware(Seen(), trusted=trusted)
 
 
 async def test_a_header_the_app_set_itself_is_left_alone() -> None:
@@ -315,6 +445,7 @@ def test_the_defaults() -> None:
     assert middleware.app is app
     assert middleware.principal is None
     assert middleware.correlation_header == "X-Correlation-ID"
+    assert middleware.trusted is None
 
 
 def test_a_principal_that_is_not_callable_is_refused() -> None:

@@ -25,6 +25,7 @@ from http_resilience._core.errors import (
     TotalTimeoutError,
 )
 from http_resilience._core.retry_after import MAX_RETRY_AFTER
+from http_resilience._transports.stack import enter_stack
 
 __all__ = ["ResilienceErrorMiddleware", "problem_for", "send_problem"]
 
@@ -116,6 +117,7 @@ class ResilienceErrorMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Run the app; answer an error that maps, raised before it responded."""
+        enter_stack(scope, "ResilienceErrorMiddleware")
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return

@@ -10,7 +10,16 @@ with the context copied, as ASGI frameworks do):
 - ``X-Retry-Attempt``: the caller is retrying (2 or more), so the handler's
   own resilient calls follow their `nested_retries` (by default, one attempt
   each);
-- the correlation header: the id every outbound call of the handler carries.
+- the correlation header: the id every outbound call of the handler carries;
+  a new one for the request when the caller sent none it can take.
+
+Only a trusted caller's values are read (`trusted`, by default every caller):
+another's deadline, attempt and id are ignored, as Envoy strips its own
+``x-envoy-*`` headers from a request that comes from outside. The deadline of
+a request is then `default_deadline`, as it is for a trusted caller that sends
+none; and no caller's deadline is longer than it, since a caller may only
+shorten the time a request gets (gRPC's rule for deadlines), never lengthen
+it.
 
 On the way out, when a resilient call the handler made gave up on a failure
 after retrying it as far as its policy goes, a failed answer (status 400 or
@@ -28,15 +37,19 @@ caller must not fail its request.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import re
 from collections import Counter
 from collections.abc import Awaitable, Callable, MutableMapping
 from contextlib import ExitStack
+from datetime import timedelta
 from http import HTTPStatus
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from http_resilience._core.deadline import DEADLINE_HEADER, deadline_scope
+from http_resilience._core.durations import DurationInput, in_seconds, read_duration
 from http_resilience._core.nested import (
     RETRY_ATTEMPT_HEADER,
     RETRY_EXHAUSTED_HEADER,
@@ -49,19 +62,22 @@ from http_resilience._transports.asgi import problem_for, send_problem
 from http_resilience._transports.correlation import (
     DEFAULT_CORRELATION_HEADER,
     correlation_id,
+    inbound_correlation_id,
+    new_correlation_id,
 )
+from http_resilience._transports.stack import enter_stack
 
-__all__ = ["ResilienceContextMiddleware"]
+__all__ = ["ResilienceContextMiddleware", "TrustedCaller"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+TrustedCaller = Callable[[Scope], bool]
+"""Whether the caller's own headers are believed, told from its ASGI scope."""
 
 _INTEGER: Final = re.compile(rb"[0-9]{1,12}")
-_CORRELATION: Final = re.compile(rb"[!-~]{1,128}")
-"""A correlation id taken from a caller: visible ASCII, at most 128 characters."""
 _MAX_ATTEMPT: Final = 1000
 
 
@@ -73,7 +89,8 @@ class ResilienceContextMiddleware:
         safety_margin: Seconds taken off the caller's deadline, for the answer
             to travel back. Default 0.05.
         max_deadline: The longest deadline a caller may give, in seconds; a
-            larger one is clamped to it. Default 300.
+            larger one is clamped to it (to `default_deadline`, when that is
+            set). Default 300.
         deadline_header: The header of the caller's time left, in integer
             milliseconds; None reads none. Default ``X-Request-Timeout-Ms``.
         attempt_header: The header of the caller's attempt number; None reads
@@ -83,18 +100,43 @@ class ResilienceContextMiddleware:
         exhausted_header: The header written on a failed answer after a
             call of the handler gave up on its retries; None writes none (and
             leaves escaping exceptions alone). Default ``X-Retry-Exhausted``.
+        trusted: Called once per request with its ASGI scope: True when the
+            caller's deadline, attempt and correlation id are read, False when
+            they are ignored (the request gets `default_deadline`, no retry
+            marker and a new id). For a service the internet reaches: check
+            the peer (a mesh identity, a private address, a verified client
+            certificate), never what a caller could claim unchecked. A plain
+            function, not ``async def``: it decides from the scope alone.
+            None, the default, trusts every caller.
+        default_deadline: The deadline of a request that brings none (or
+            whose caller is not trusted), and the longest any caller may give:
+            a longer one is cut to it. A `timedelta`, seconds, or a string
+            such as ``"5s"``; positive, at most `max_deadline`. None, the
+            default: a request without a deadline has none.
 
     Attributes:
         ignored: How many values of each header were ignored as malformed.
 
     Raises:
-        ValueError: A margin or limit that is negative, NaN or infinite, or a
-            header name that is not one.
-        TypeError: A header name that is not a string (or None).
+        ValueError: A margin or limit that is negative, NaN or infinite, a
+            `default_deadline` that is no positive duration or is longer than
+            `max_deadline`, or a header name that is not one.
+        TypeError: A header name that is not a string (or None), a `trusted`
+            that is not callable or is ``async``, a `default_deadline` of
+            another type. At request time: `trusted` returned something other
+            than True or False.
 
     Example:
+        >>> import ipaddress
         >>> async def app(scope, receive, send): ...
-        >>> wrapped = ResilienceContextMiddleware(app, safety_margin=0.1)
+        >>> def from_the_mesh(scope):
+        ...     peer = scope.get("client")
+        ...     return peer is not None and ipaddress.ip_address(peer[0]).is_private
+        >>> wrapped = ResilienceContextMiddleware(
+        ...     app, trusted=from_the_mesh, default_deadline="10s"
+        ... )
+        >>> wrapped.default_deadline
+        datetime.timedelta(seconds=10)
     """
 
     def __init__(
@@ -107,6 +149,8 @@ class ResilienceContextMiddleware:
         attempt_header: str | None = RETRY_ATTEMPT_HEADER,
         correlation_header: str | None = DEFAULT_CORRELATION_HEADER,
         exhausted_header: str | None = RETRY_EXHAUSTED_HEADER,
+        trusted: TrustedCaller | None = None,
+        default_deadline: DurationInput | None = None,
     ) -> None:
         for name, value in (
             ("safety_margin", safety_margin),
@@ -117,6 +161,14 @@ class ResilienceContextMiddleware:
         self.app = app
         self.safety_margin = safety_margin
         self.max_deadline = max_deadline
+        self.trusted = _checked_trusted(trusted)
+        self.default_deadline = _default_deadline(default_deadline, max_deadline)
+        self._default = (
+            None
+            if self.default_deadline is None
+            else self.default_deadline.total_seconds()
+        )
+        self._longest = max_deadline if self._default is None else self._default
         self._deadline = _lowered(deadline_header, "deadline_header")
         self._attempt = _lowered(attempt_header, "attempt_header")
         self._correlation = _lowered(correlation_header, "correlation_header")
@@ -125,18 +177,30 @@ class ResilienceContextMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Run the app with the caller's context set; pass anything else through."""
+        enter_stack(scope, "ResilienceContextMiddleware")
         if scope.get("type") != "http":
             await self.app(scope, receive, send)
             return
         deadline = attempt = correlation = None
-        for name, value in scope.get("headers", ()):
-            lowered = bytes(name).lower()
-            if lowered == self._deadline:
-                deadline = self._read_deadline(bytes(value))
-            elif lowered == self._attempt:
-                attempt = self._read_attempt(bytes(value))
-            elif lowered == self._correlation:
-                correlation = self._read_correlation(bytes(value))
+        if self._trusts(scope):
+            ids: list[bytes] = []
+            for name, value in scope.get("headers", ()):
+                lowered = bytes(name).lower()
+                if lowered == self._deadline:
+                    deadline = self._read_deadline(bytes(value))
+                elif lowered == self._attempt:
+                    attempt = self._read_attempt(bytes(value))
+                elif lowered == self._correlation:
+                    ids.append(bytes(value))
+            if ids:
+                correlation = inbound_correlation_id(ids)
+                if correlation is None:
+                    self.ignored["correlation"] += 1
+        if deadline is None:
+            deadline = self._default
+        if correlation is None and self._correlation is not None:
+            # One id for every call the request makes, as if the caller sent it.
+            correlation = new_correlation_id()
         with ExitStack() as stack:
             if deadline is not None:
                 stack.enter_context(deadline_scope(deadline))
@@ -191,7 +255,7 @@ class ResilienceContextMiddleware:
             self.ignored["deadline"] += 1
             return None
         seconds = int(text) / 1000 - self.safety_margin
-        return min(max(seconds, 0.0), self.max_deadline)
+        return min(max(seconds, 0.0), self._longest)
 
     def _read_attempt(self, value: bytes) -> int | None:
         text = value.strip()
@@ -200,12 +264,66 @@ class ResilienceContextMiddleware:
             return None
         return int(text)
 
-    def _read_correlation(self, value: bytes) -> str | None:
-        text = value.strip()
-        if not _CORRELATION.fullmatch(text):
-            self.ignored["correlation"] += 1
-            return None
-        return text.decode("ascii")
+    def _trusts(self, scope: Scope) -> bool:
+        if self.trusted is None:
+            return True
+        # Checked whatever the annotations say: a truthy string or a coroutine
+        # must not pass for True.
+        verdict = cast("object", self.trusted(scope))
+        if isinstance(verdict, bool):
+            return verdict
+        if inspect.iscoroutine(verdict):
+            verdict.close()
+        raise TypeError(
+            f"trusted must return True or False, got {type(verdict).__name__}"
+        )
+
+
+def _checked_trusted(trusted: object) -> TrustedCaller | None:
+    """`trusted` if it is None or a plain callable; refused at once otherwise."""
+    if trusted is None:
+        return None
+    if not callable(trusted):
+        raise TypeError(
+            "trusted must be a callable that takes the ASGI scope and returns "
+            f"True or False, or None, got {type(trusted).__name__}"
+        )
+    call: object = trusted
+    while isinstance(call, functools.partial):
+        call = cast("functools.partial[object]", call).func
+    if inspect.iscoroutinefunction(call) or inspect.iscoroutinefunction(
+        type(call).__call__  # an object whose __call__ is async def
+    ):
+        raise TypeError(
+            "trusted must be a plain function, not async def: it decides from "
+            "the ASGI scope alone"
+        )
+    return cast("TrustedCaller", trusted)
+
+
+def _default_deadline(value: object, max_deadline: float) -> timedelta | None:
+    """`value` read as a duration: positive, and no longer than `max_deadline`."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, timedelta | int | float | str):
+        raise TypeError(
+            "default_deadline must be a timedelta, seconds or a string such as "
+            f"'5s', or None, got {type(value).__name__}"
+        )
+    try:
+        deadline = read_duration(value, "default_deadline")
+    except ValueError as error:
+        raise ValueError(f"default_deadline: {error}") from None
+    if deadline <= timedelta(0):
+        raise ValueError(
+            f"default_deadline must be positive, got {in_seconds(deadline)}"
+        )
+    if deadline.total_seconds() > max_deadline:
+        raise ValueError(
+            f"default_deadline ({in_seconds(deadline)}) may not be longer than "
+            f"max_deadline ({max_deadline:g} s)"
+        )
+    return deadline
 
 
 def _lowered(header: object, name: str) -> bytes | None:

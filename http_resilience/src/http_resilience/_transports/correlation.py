@@ -36,7 +36,7 @@ import secrets
 from collections.abc import Callable, Generator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Final
+from typing import Final, cast
 
 import httpx
 
@@ -46,21 +46,37 @@ from http_resilience._core.raw_headers import KEEPS_TRIPLES, LOWER_KEY, triples
 __all__ = [
     "CORRELATION_EXTENSION",
     "DEFAULT_CORRELATION_HEADER",
+    "MAX_CORRELATION_LENGTH",
     "CorrelationSource",
     "check_correlation_source",
     "check_header_name",
     "correlation_id",
     "correlation_stamp",
     "current_correlation_id",
+    "inbound_correlation_id",
+    "is_correlation_id",
 ]
 
 DEFAULT_CORRELATION_HEADER: Final = "X-Correlation-ID"
 CORRELATION_EXTENSION: Final = "http_resilience.correlation_id"
 """The request extension that carries a call's id from its first attempt to the rest."""
 
-_MAX_LENGTH: Final = 200
-# Visible ASCII, no spaces: what any server, proxy and log line takes as is.
-_VALUE: Final = re.compile(rf"[\x21-\x7e]{{1,{_MAX_LENGTH}}}")
+MAX_CORRELATION_LENGTH: Final = 200
+"""The longest correlation id, in characters, set here or taken from a caller.
+
+The same limit as `mediator`'s (each package keeps its own copy of the rule):
+200 is the longest request id common routers pass on (Heroku's), so an id a
+caller's platform made is kept, and still short enough to go on every attempt
+and into every log line.
+"""
+# Visible ASCII but the comma: what any server, proxy and log line takes as
+# is. A comma is refused because HTTP lets any hop join two lines of a header
+# into one with commas (RFC 9110, 5.3): a value with one may be two ids.
+_VALUE: Final = re.compile(rf"[\x21-\x2b\x2d-\x7e]{{1,{MAX_CORRELATION_LENGTH}}}")
+_REFUSED: Final = (
+    f"a correlation id is 1 to {MAX_CORRELATION_LENGTH} visible ASCII characters "
+    "without spaces or commas"
+)
 # RFC 9110 token characters.
 _TOKEN: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 # Headers an httpx client puts on every request (or every request with a body)
@@ -81,8 +97,8 @@ CorrelationSource = Callable[[], str | None]
 """Where a factory's clients read a call's id first: a callable of no argument.
 
 What it returns is checked on every call: anything but a valid id (None, an
-empty or overlong string, a character outside visible ASCII, not a string at
-all) falls back to this package's own rule.
+empty or overlong string, a character outside visible ASCII or a comma, not a
+string at all) falls back to this package's own rule.
 """
 
 _current: ContextVar[str | None] = ContextVar(
@@ -114,15 +130,17 @@ def correlation_id(value: str | None = None) -> Generator[str]:
     the id around it.
 
     Args:
-        value: The id: 1 to 200 visible ASCII characters, no spaces (such as an
-            incoming request's own correlation id). None makes a new one.
+        value: The id: 1 to 200 visible ASCII characters, no spaces or commas
+            (such as an incoming request's own correlation id). None makes a
+            new one.
 
     Yields:
         The id in force inside the block.
 
     Raises:
+        TypeError: `value` is neither a string nor None.
         ValueError: `value` is empty, too long, or has a character outside
-            visible ASCII. The message does not repeat the value.
+            visible ASCII, or a comma. The message does not repeat the value.
 
     Example:
         >>> with correlation_id() as made:
@@ -131,16 +149,46 @@ def correlation_id(value: str | None = None) -> Generator[str]:
     """
     if value is None:
         value = new_correlation_id()
-    elif _VALUE.fullmatch(value) is None:
-        raise ValueError(
-            f"a correlation id is 1 to {_MAX_LENGTH} visible ASCII characters "
-            "without spaces"
+    elif not isinstance(cast("object", value), str):
+        raise TypeError(
+            f"a correlation id must be a string, got {type(value).__name__}"
         )
+    elif _VALUE.fullmatch(value) is None:
+        raise ValueError(_REFUSED)
     token = _current.set(value)
     try:
         yield value
     finally:
         _current.reset(token)
+
+
+def is_correlation_id(value: object) -> bool:
+    """True when `value` is a string `correlation_id` takes.
+
+    Example:
+        >>> is_correlation_id("order-42"), is_correlation_id("a, b")
+        (True, False)
+    """
+    return isinstance(value, str) and _VALUE.fullmatch(value) is not None
+
+
+def inbound_correlation_id(values: list[bytes]) -> str | None:
+    """The id a caller sent, from the values of every line of its header.
+
+    Taken only when it sent the header once, with a valid id (outer spaces and
+    tabs aside, which are no part of a field value): a header sent twice, or
+    a value with a comma in it (two lines a hop joined), names no one id.
+
+    Example:
+        >>> inbound_correlation_id([b" order-42 "])
+        'order-42'
+        >>> inbound_correlation_id([b"a", b"b"]) is None
+        True
+    """
+    if len(values) != 1:
+        return None
+    text = values[0].strip(b" \t").decode("ascii", errors="replace")
+    return text if _VALUE.fullmatch(text) is not None else None
 
 
 def new_correlation_id() -> str:
@@ -243,7 +291,7 @@ def correlation_stamp(header: str, source: CorrelationSource | None = None) -> S
         header: The header that carries the id.
         source: Asked first, once per call, for the call's id; what it gives
             is taken only when it is a valid id (1 to 200 visible ASCII
-            characters). An exception it raises fails the call.
+            characters, no commas). An exception it raises fails the call.
     """
     raw_key = header.encode("ascii")
     lowered = raw_key.lower()

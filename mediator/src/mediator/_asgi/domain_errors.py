@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Final, cast
 
+from mediator._asgi.stack import enter_stack
 from mediator._asgi.types import (
     PRINCIPAL_SCOPE_KEY,
     ASGIApp,
@@ -120,10 +121,11 @@ class DomainErrorMiddleware:
     messages of your own `Validator` should not quote the input either.
 
     The principal is the one `current_principal` sees where the error is
-    caught, or the one `RequestContextMiddleware` left in the scope: either
-    order of the two middlewares answers 401 and 403 right. A principal set
-    by other means (your own ``acting_as``) must be set outside this
-    middleware.
+    caught, or the one a `RequestContextMiddleware` inside this one (a
+    mounted app's) left in the scope. A principal set by other means (your
+    own ``acting_as``) must be set outside this middleware. Put it inside
+    `RequestContextMiddleware` and `IdempotencyKeyMiddleware`: another order
+    raises `MiddlewareOrderError` on every request.
 
     An `ExceptionGroup` (`Mediator.publish` raises one when handlers fail),
     nested groups included, is answered when every error in it maps: with
@@ -185,6 +187,7 @@ class DomainErrorMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Run the app; answer a domain error it raised before it responded."""
+        enter_stack(scope, "DomainErrorMiddleware")
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return

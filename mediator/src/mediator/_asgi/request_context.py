@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import functools
 import inspect
-import re
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Final, cast
 
+from mediator._asgi.stack import enter_stack
 from mediator._asgi.types import (
     PRINCIPAL_SCOPE_KEY,
     ASGIApp,
@@ -19,24 +19,29 @@ from mediator._asgi.types import (
     check_app,
     check_header_name,
 )
-from mediator._context import Principal, acting_as, correlation_id
+from mediator._context import (
+    MAX_CORRELATION_LENGTH,
+    Principal,
+    acting_as,
+    correlation_id,
+    is_correlation_id,
+)
 
 __all__ = [
     "DEFAULT_CORRELATION_HEADER",
     "MAX_CORRELATION_LENGTH",
     "PrincipalOf",
     "RequestContextMiddleware",
+    "TrustedCaller",
 ]
 
 DEFAULT_CORRELATION_HEADER: Final = "X-Correlation-ID"
-MAX_CORRELATION_LENGTH: Final = 128
-"""The longest correlation id taken from a caller, in characters."""
-
-# Visible ASCII, no spaces: what any server, proxy and log line takes as is.
-_ID: Final = re.compile(rb"[!-~]{1,%d}" % MAX_CORRELATION_LENGTH)
 
 PrincipalOf = Callable[[Scope], "Principal | Awaitable[Principal | None] | None"]
 """Who sends the request, read from its ASGI scope; sync or ``async def``."""
+
+TrustedCaller = Callable[[Scope], bool]
+"""Whether the caller's own headers are believed, told from its ASGI scope."""
 
 
 class RequestContextMiddleware:
@@ -45,10 +50,14 @@ class RequestContextMiddleware:
     Per ``http`` request, around the wrapped app:
 
     - the correlation id (`correlation_id`, which audit records carry) is the
-      one the caller sent in `correlation_header`, when it is 1 to 128
-      visible ASCII characters without spaces; else (none sent, or one
-      malformed, which is never an error) a new UUID. The response carries it
-      back in the same header, unless the app set that header itself;
+      one a trusted caller sent in `correlation_header`, when it sent it once
+      and it is 1 to 200 visible ASCII characters without spaces or commas
+      (the rule of `correlation_id`); else a new UUID. Else means: none sent,
+      one malformed, the header sent twice or a comma in it (HTTP lets a hop
+      join two lines into one with commas, so which one is meant is
+      unknowable), or a caller `trusted` does not trust. None of these is an
+      error. The response carries the id back in the same header, unless the
+      app set that header itself;
     - the principal (`acting_as`) is what `principal` returns for the
       request's scope, when `principal` is given: None for an anonymous
       caller. It is also left in the scope (under ``"mediator.principal"``),
@@ -70,11 +79,20 @@ class RequestContextMiddleware:
             None leaves the principal as it is.
         correlation_header: The header the id is read from and echoed in;
             default ``X-Correlation-ID``.
+        trusted: Called once per request with its ASGI scope: True when the
+            caller may give the correlation id, False when its id is ignored
+            and a new one made (an internet client at an edge service, whose
+            id would otherwise reach the audit records as it chose it). A
+            plain function, not ``async def``: it decides from the scope alone
+            (the peer address, TLS details, a header the mesh sets). Give the
+            same one to `http_resilience.ResilienceContextMiddleware`. None,
+            the default, trusts every caller.
 
     Raises:
-        TypeError: `app` or `principal` is not callable, or
-            `correlation_header` is not a string. At request time: `principal`
-            returned something other than a `Principal` or None.
+        TypeError: `app`, `principal` or `trusted` is not callable, `trusted`
+            is ``async``, or `correlation_header` is not a string. At request
+            time: `principal` returned something other than a `Principal` or
+            None, or `trusted` something other than True or False.
         ValueError: `correlation_header` is not an HTTP header name.
 
     Example:
@@ -105,6 +123,7 @@ class RequestContextMiddleware:
         *,
         principal: PrincipalOf | None = None,
         correlation_header: str = DEFAULT_CORRELATION_HEADER,
+        trusted: TrustedCaller | None = None,
     ) -> None:
         check_app(app)
         if principal is not None and not callable(principal):
@@ -115,15 +134,19 @@ class RequestContextMiddleware:
         self.app = app
         self.principal = principal
         self.correlation_header = correlation_header
+        self.trusted = _checked_trusted(trusted)
         self._header = check_header_name(correlation_header, "correlation_header")
         self._awaits = principal is not None and _is_async(principal)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Run the app with the request's correlation id and principal set."""
+        enter_stack(scope, "RequestContextMiddleware")
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        chosen = self._inbound(scope) or str(uuid.uuid4())
+        chosen = self._inbound(scope) if self._trusts(scope) else None
+        if chosen is None:
+            chosen = str(uuid.uuid4())
         echoed = chosen.encode("ascii")
         header = self._header
 
@@ -144,13 +167,34 @@ class RequestContextMiddleware:
             with acting_as(principal):
                 await self.app(scope, receive, echoing)
 
+    def _trusts(self, scope: Scope) -> bool:
+        if self.trusted is None:
+            return True
+        # Checked whatever the annotations say: a truthy string or a coroutine
+        # must not pass for True.
+        verdict = cast("object", self.trusted(scope))
+        if isinstance(verdict, bool):
+            return verdict
+        if inspect.iscoroutine(verdict):
+            verdict.close()
+        raise TypeError(
+            f"trusted must return True or False, got {type(verdict).__name__}"
+        )
+
     def _inbound(self, scope: Scope) -> str | None:
-        """The caller's id, when it sent a valid one (the first it sent)."""
+        """The caller's id, when it sent exactly one valid one."""
+        found: bytes | None = None
         for name, value in scope.get("headers", ()):
             if bytes(name).lower() == self._header:
-                raw = bytes(value)
-                return raw.decode("ascii") if _ID.fullmatch(raw) else None
-        return None
+                if found is not None:
+                    return None  # sent twice: neither is believed
+                found = bytes(value)
+        if found is None:
+            return None
+        # Outer spaces and tabs are no part of a field value (RFC 9110, 5.5);
+        # ASGI servers strip them, a raw scope may not have.
+        text = found.strip(b" \t").decode("ascii", errors="replace")
+        return text if is_correlation_id(text) else None
 
     async def _principal_of(self, read: PrincipalOf, scope: Scope) -> Principal | None:
         # Checked whatever the annotations say: the callable is the user's.
@@ -169,6 +213,23 @@ class RequestContextMiddleware:
             "the principal callable must return a Principal or None, got "
             f"{type(found).__name__}"
         )
+
+
+def _checked_trusted(trusted: object) -> TrustedCaller | None:
+    """`trusted` if it is None or a plain callable; refused at once otherwise."""
+    if trusted is None:
+        return None
+    if not callable(trusted):
+        raise TypeError(
+            "trusted must be a callable that takes the ASGI scope and returns "
+            f"True or False, or None, got {type(trusted).__name__}"
+        )
+    if _is_async(trusted):
+        raise TypeError(
+            "trusted must be a plain function, not async def: it decides from "
+            "the ASGI scope alone"
+        )
+    return cast("TrustedCaller", trusted)
 
 
 def _is_async(call: object) -> bool:

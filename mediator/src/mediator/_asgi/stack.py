@@ -1,0 +1,35 @@
+"""The order of the web middlewares, checked first in each one's ``__call__``.
+
+The table, the message and the scope key are in `_stack_order`, a copy of
+``tools/primitives/stack_order.py`` that `http_resilience` keeps too: neither
+package imports the other.
+"""
+
+from __future__ import annotations
+
+from mediator._asgi._stack_order import misplaced
+from mediator._asgi.types import Scope
+from mediator._errors import ConfigurationError
+
+__all__ = ["MiddlewareOrderError", "enter_stack"]
+
+
+class MiddlewareOrderError(ConfigurationError):
+    """A web middleware runs outside one that belongs outside it.
+
+    Raised on every request the misordered stack gets, before the app runs;
+    the message names the order to use and how to write it with
+    ``add_middleware``.
+    """
+
+
+def enter_stack(scope: Scope, name: str) -> None:
+    """Record that middleware `name` is entered; refuse a misordered stack.
+
+    Raises:
+        MiddlewareOrderError: A middleware that belongs inside `name` was
+            entered before it, in the same stack.
+    """
+    refusal = misplaced(scope, name)
+    if refusal is not None:
+        raise MiddlewareOrderError(refusal)
