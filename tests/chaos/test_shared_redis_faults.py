@@ -15,11 +15,14 @@ blackhole (connections accepted, nothing answered), pass-through. What holds:
 - No call fails because of Redis: every answer is the host's (200 from the
   healthy route, 503 from the failing one), every exception a refusal by a
   strategy (an open breaker), no call is left hanging or dropped.
-- No call waits on Redis: in each phase the shared replicas' p99 is within
-  `P99_BOUND` of the controls', taken at the same time on the same machine,
-  and they have no more calls slower than one interval (but a stray each).
-  A call that waited on Redis would wait at least the socket timeout (one
-  sync interval, 100 ms) under latency or a blackhole.
+- No call waits on Redis: not one Redis command is sent from the event
+  loop's thread, where every call runs (each is counted, by thread, in the
+  Redis client). A count, not a timing: on two busy cores the replicas' p99s
+  differ by tens of milliseconds whatever they do, so the p99 against the
+  controls' is recorded here and compared in `benchmarks/shared_state.py`.
+  Falling back from a blackholed Redis costs a call nothing: the socket
+  waits (connect and answer, one interval each, no retry) are the sync
+  thread's, and it holds no lock a call takes meanwhile.
 - Each replica falls back to local state within two intervals of the fault
   (the next sync is due within one, and fails within the next: its socket
   timeout is one interval), stays down while the fault lasts, trying Redis
@@ -41,6 +44,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import threading
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -48,6 +52,7 @@ from typing import Any
 
 import httpx
 import pytest
+import redis
 
 from http_resilience import (
     BrokenCircuitError,
@@ -87,10 +92,6 @@ PHASE = 2.0  # seconds of load per phase
 SCHEDULING = 0.3
 FALL_BACK_BOUND = 2 * INTERVAL + SCHEDULING
 RESUME_BOUND = 5.0 + INTERVAL + SCHEDULING  # the longest backoff, then a sync
-# A quarter of the socket timeout: a call that waited on Redis under latency or
-# a blackhole would wait at least the timeout (100 ms); identical replicas'
-# p99s differ here by a few milliseconds (scheduling on two shared cores).
-P99_BOUND = INTERVAL / 4
 # Without backoff a replica would try Redis every interval during a fault.
 MOST_CONNECTIONS = REPLICAS * PHASE / INTERVAL / 2
 POLL = 0.01
@@ -115,6 +116,18 @@ PHASES: list[tuple[str, Fault]] = [
 ]
 # Faults that let nothing reach Redis: keys deleted meanwhile stay deleted.
 SILENT = ("reset", "blackhole")
+
+
+class WatchedRedis(redis.Redis):
+    """A Redis client that counts the commands sent from one thread."""
+
+    watched: int | None = None
+    from_watched = 0
+
+    def execute_command(self, *args: Any, **options: Any) -> Any:
+        if threading.get_ident() == self.watched:
+            WatchedRedis.from_watched += 1
+        return super().execute_command(*args, **options)  # type: ignore[no-untyped-call]  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
 
 
 class WrongAnswerError(Exception):
@@ -228,7 +241,15 @@ async def test_redis_behind_latency_resets_and_a_blackhole_never_fails_a_call(
     caplog.set_level(logging.INFO, logger="http_resilience.shared")
     proxy: FaultProxy = fault_proxy(redis_server.url)
     options = HttpResilienceOptions.model_validate(OPTIONS)
-    states = [SharedState(proxy.url, sync_interval=INTERVAL) for _ in range(REPLICAS)]
+    WatchedRedis.watched = threading.get_ident()  # the event loop's
+    WatchedRedis.from_watched = 0
+    redis_clients = [
+        WatchedRedis.from_url(  # pyright: ignore[reportUnknownMemberType]
+            proxy.url, socket_timeout=INTERVAL, socket_connect_timeout=INTERVAL
+        )
+        for _ in range(REPLICAS)
+    ]
+    states = [SharedState(client, sync_interval=INTERVAL) for client in redis_clients]
     replicas = [
         Replica(
             f"shared{index}",
@@ -300,6 +321,8 @@ async def test_redis_behind_latency_resets_and_a_blackhole_never_fails_a_call(
             await replica.client.aclose()
         for state in states:
             await asyncio.to_thread(state.close)
+        for client in redis_clients:
+            client.close()
 
     # No call failed because of Redis; none was left hanging.
     for phase in phases:
@@ -376,7 +399,7 @@ async def test_redis_behind_latency_resets_and_a_blackhole_never_fails_a_call(
         phase_seconds=PHASE,
         interval_ms=INTERVAL * 1000,
         latency_ms=LATENCY * 1000,
-        p99_bound_ms=P99_BOUND * 1000,
+        commands_from_the_loop=WatchedRedis.from_watched,
         phases=[asdict(row) for row in rows],
         fall_back_ms={
             p.name: [f[i] for f in fall_back_ms] for i, (_, p) in enumerate(faults)
@@ -390,11 +413,9 @@ async def test_redis_behind_latency_resets_and_a_blackhole_never_fails_a_call(
             "control": sum((r.answers for r in controls), Counter[str]()),
         },
     )
+    # No call waited on Redis: not one command went from the calls' thread.
+    assert WatchedRedis.from_watched == 0
     for row in rows:
-        assert row.shared_p99_ms <= row.control_p99_ms + P99_BOUND * 1000, row
-        # Below the p99 too: no more calls slower than one interval than the
-        # control had, but for one stray per replica.
-        assert row.shared_slow <= row.control_slow + REPLICAS, row
         if row.phase != "pass-through":
             assert row.redis_connections <= MOST_CONNECTIONS, row
     for fell, came in zip(fall_back_ms, resume_ms, strict=True):
@@ -426,7 +447,7 @@ def test_a_sync_answered_past_the_socket_timeout_counts_once(
 
     The sync fails, and is sent again once the latency is gone: the first
     attempts it carried are counted once, and the lease it granted reaches the
-    replica (handed back at the next sync: Redis holds none outstanding). The
+    replica (kept while it lasts, `LEASE_HOLD`: Redis holds it leased). The
     sync thread's first sync (at attach) may come at any point: the figures
     checked are those it cannot change.
     """
@@ -461,8 +482,8 @@ def test_a_sync_answered_past_the_socket_timeout_counts_once(
             proxy.set_fault(PassThrough())
             assert state.sync_now()  # the same batch again: counted once
             assert fleet_budget(redis_server, name)[0] == 20
-            assert state.sync_now()  # nothing new: the leases are handed back
-            assert fleet_budget(redis_server, name) == (20, 0)
+            assert state.sync_now()  # nothing new: the lease is kept, not doubled
+            assert fleet_budget(redis_server, name) == (20, 1)
     finally:
         state.close()
         client.close()

@@ -156,12 +156,120 @@ async def test_with_jitter_the_backoff_spreads_the_waits_past_what_was_asked() -
     assert len({round(wait, 6) for wait in waits}) > 10
 
 
-@pytest.mark.parametrize("asked", [None, -1, float("nan"), float("inf"), "5", True])
+@pytest.mark.parametrize("asked", [None, -1, float("nan"), float("-inf"), "5", True])
 async def test_a_wait_that_is_no_number_is_ignored(asked: object) -> None:
     clock = FakeClock()
     Script.steps = [Refused(asked), "ok"]
     assert await build(clock).send(Lookup()) == "ok"
     assert clock.sleeps == pytest.approx([0.2])
+
+
+def test_nan_asked_on_the_sync_path_is_ignored_too() -> None:
+    clock = FakeClock()
+    Script.steps = [Refused(float("nan")), "ok"]
+    assert build(clock).send_sync(SyncLookup()) == "ok"
+    assert clock.sleeps == pytest.approx([0.2])
+
+
+TOO_LONG = [86_400.0, 30.001, 1e10, float("inf"), 10**400]
+
+
+@pytest.mark.parametrize("asked", TOO_LONG)
+async def test_a_wait_asked_past_max_delay_is_raised_at_once(asked: object) -> None:
+    clock = FakeClock()
+    events: list[RetryEvent] = []
+    refused = Refused(asked)
+    Script.steps = [refused, "ok"]
+    with pytest.raises(Refused) as raised:
+        await build(clock, events).send(Lookup())
+    assert raised.value is refused
+    assert (Script.attempts, clock.sleeps, events) == (1, [], [])
+
+
+@pytest.mark.parametrize("asked", TOO_LONG)
+def test_the_sync_path_raises_a_wait_past_max_delay_at_once(asked: object) -> None:
+    # 1e10 s once reached `time.sleep`, which raised OverflowError.
+    clock = FakeClock()
+    refused = Refused(asked)
+    Script.steps = [refused, "ok"]
+    with pytest.raises(Refused) as raised:
+        build(clock, use_jitter=True).send_sync(SyncLookup())
+    assert raised.value is refused
+    assert (Script.attempts, clock.sleeps) == (1, [])
+
+
+async def test_a_wait_asked_past_max_delay_ends_a_retry_already_under_way() -> None:
+    clock = FakeClock()
+    events: list[RetryEvent] = []
+    Script.steps = [ConnectionError("1"), Refused(86_400.0), "ok"]
+    with pytest.raises(Refused):
+        await build(clock, events).send(Lookup())
+    assert Script.attempts == 2
+    assert clock.sleeps == pytest.approx([0.2])
+    assert [event.attempt for event in events] == [1]
+
+
+def test_on_the_sync_path_too_a_retry_under_way_ends_on_a_long_ask() -> None:
+    clock = FakeClock()
+    Script.steps = [ConnectionError("1"), Refused(1e10), "ok"]
+    with pytest.raises(Refused):
+        build(clock).send_sync(SyncLookup())
+    assert Script.attempts == 2
+    assert clock.sleeps == pytest.approx([0.2])
+
+
+async def test_a_wait_asked_up_to_max_delay_is_waited() -> None:
+    clock = FakeClock()
+    Script.steps = [Refused(30.0), "ok"]
+    assert await build(clock).send(Lookup()) == "ok"
+    assert clock.sleeps == [30.0]
+    clock = FakeClock()
+    Script.steps, Script.attempts = [Refused(3.0), "ok"], 0
+    with pytest.raises(Refused):  # past a 2 s max_delay: raised, not waited
+        await build(clock, max_delay="2s").send(Lookup())
+    assert (Script.attempts, clock.sleeps) == (1, [])
+
+
+async def test_an_ask_within_max_delay_past_the_time_left_is_raised_at_once() -> None:
+    clock = FakeClock()
+    Script.steps = [Refused(20.0), "ok"]
+    with pytest.raises(Refused):
+        await build(clock, remaining_time=lambda: 19.9).send(Lookup())
+    assert (Script.attempts, clock.sleeps) == (1, [])
+
+
+def test_with_jitter_an_ask_within_max_delay_gets_the_backoff_on_top() -> None:
+    waits: list[float] = []
+    for seed in range(10):
+        clock = FakeClock()
+        Script.steps, Script.attempts = [Refused(29.0), "ok"], 0
+        mediator = build(clock, seed=seed, use_jitter=True)
+        assert mediator.send_sync(SyncLookup()) == "ok"
+        waits.extend(clock.sleeps)
+    # Past max_delay in sum, still waited: the ask is what max_delay bounds.
+    assert all(29.0 + 0.1 <= wait < 29.0 + 0.2 for wait in waits), waits
+
+
+def test_the_longest_ask_with_the_backoff_on_top_stays_a_wait_to_sleep() -> None:
+    clock = FakeClock()
+    Script.steps = [Refused(24 * 86_400.0), "ok"]
+    mediator = build(clock, use_jitter=True, max_delay="P24D")
+    assert mediator.send_sync(SyncLookup()) == "ok"
+    assert clock.sleeps == [24 * 86_400.0]
+
+
+async def test_max_delay_bounds_the_ask_before_the_time_left_is_asked() -> None:
+    clock = FakeClock()
+    asked_left: list[int] = []
+
+    def left() -> float | None:
+        asked_left.append(1)
+        return 1e12
+
+    Script.steps = [Refused(60.0), "ok"]
+    with pytest.raises(Refused):
+        await build(clock, remaining_time=left).send(Lookup())
+    assert (clock.sleeps, asked_left) == ([], [])
 
 
 # --- time limits ------------------------------------------------------------------

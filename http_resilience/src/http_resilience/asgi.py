@@ -8,7 +8,8 @@ server runs them alone:
   calls is down helps no one.
 - `readiness(factory_or_client, ...)`: 200 ``{"status": "ready"}``, or 503
   ``{"status": "degraded", "open": [...]}`` naming each client and host whose
-  breaker refuses calls now (isolated by an operator, or open in its break).
+  breaker refuses calls now (isolated by an operator, or open in its break,
+  here or across the replicas of a `SharedState`).
   Hosts are named ``scheme://host:port``: never a path, a query or
   credentials.
 
@@ -45,7 +46,12 @@ from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any, Final
 
-from http_resilience._health.snapshot import Target, health, resilient_transports
+from http_resilience._health.snapshot import (
+    HostHealth,
+    Target,
+    health,
+    resilient_transports,
+)
 from http_resilience._transports.asgi import (
     ASGIApp,
     Receive,
@@ -83,7 +89,10 @@ def readiness(*targets: HttpClientFactory | Target) -> ASGIApp:
     503 ``{"status": "degraded", "open": [{"client": ..., "host": ...,
     "state": ...}]}`` naming each client and host whose breaker does:
     ``"isolated"`` by an operator (`CircuitControl`), or ``"open"`` with its
-    break still running. A breaker whose break is over is not counted: the
+    break still running; a host the replicas of a `SharedState` hold open in
+    their break, while this replica's own breaker would let it go, is
+    ``"open"`` with ``"fleet": true``. A breaker whose break is over is not
+    counted: the
     next call is its probe, and a service taken out of rotation for being
     degraded might never make that call. A factory is read on each request,
     so its clients built later count too.
@@ -115,7 +124,7 @@ def readiness(*targets: HttpClientFactory | Target) -> ASGIApp:
             resilient_transports(target, what="readiness()")
 
     def answer() -> tuple[HTTPStatus, dict[str, Any]]:
-        refusing: dict[tuple[str, str], str] = {}
+        refusing: dict[tuple[str, str], HostHealth] = {}
         for target in targets:
             reports = (
                 target.health()
@@ -124,16 +133,28 @@ def readiness(*targets: HttpClientFactory | Target) -> ASGIApp:
             )
             for report in reports:
                 for host in report.refusing:
-                    # An isolation outranks an open breaker of the twin client.
-                    refusing.setdefault((report.client, host.host), host.state)
-                    if host.state == "isolated":
-                        refusing[report.client, host.host] = host.state
+                    # An isolation outranks an open breaker of the twin client,
+                    # and a breaker of this replica one the fleet holds open.
+                    key = (report.client, host.host)
+                    found = refusing.get(key)
+                    if (
+                        found is None
+                        or host.state == "isolated"
+                        or (found.fleet and not host.fleet)
+                    ):
+                        refusing[key] = host
         if not refusing:
             return HTTPStatus.OK, {"status": "ready"}
-        named = [
-            {"client": client, "host": host, "state": state}
-            for (client, host), state in sorted(refusing.items())
-        ]
+        named: list[dict[str, Any]] = []
+        for (client, name), host in sorted(refusing.items()):
+            entry: dict[str, Any] = {
+                "client": client,
+                "host": name,
+                "state": host.state,
+            }
+            if host.fleet:
+                entry["fleet"] = True
+            named.append(entry)
         return HTTPStatus.SERVICE_UNAVAILABLE, {"status": "degraded", "open": named}
 
     return _HealthApp(answer)

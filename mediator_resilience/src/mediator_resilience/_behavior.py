@@ -19,6 +19,7 @@ from mediator import (
     in_unit_of_work,
 )
 from mediator_resilience._clock import Clock
+from mediator_resilience._durations import MAX_DURATION
 from mediator_resilience._events import RetryEvent, RetryListener
 from mediator_resilience._marker import is_retryable
 from mediator_resilience._options import ResilienceMediatorOptions
@@ -33,6 +34,9 @@ if TYPE_CHECKING:
 __all__ = ["RetryBehavior", "RetryTools"]
 
 _log = logging.getLogger("mediator_resilience")
+# The longest duration an option takes: an asked wait (within `max_delay`)
+# with the backoff on top is held to it, so every platform can sleep the sum.
+_LONGEST_WAIT = MAX_DURATION.total_seconds()
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +70,8 @@ class RetryBehavior:
     `should_retry_result`).
 
     A failure that asks for a wait (a ``retry_after`` in seconds: an open
-    breaker, a limiter, a spent quota) is waited for at least that long. No
+    breaker, a limiter, a spent quota) is waited for at least that long; one
+    that asks for more than `max_delay` is raised at once, never waited. No
     wait begins that would end past `max_retry_duration` after the first
     attempt began, or past the time `RetryTools.remaining_time` says is left:
     the last failure is raised instead, at once.
@@ -92,6 +97,7 @@ class RetryBehavior:
         self._remaining = tools.remaining_time
         limit = options.max_retry_duration
         self._limit = None if limit is None else limit.total_seconds()
+        self._max_delay = options.max_delay.total_seconds()
 
     def applies_to(self, request_type: type[Any]) -> bool:
         """Only `@retryable` requests (commands and queries) are retried."""
@@ -227,18 +233,26 @@ class RetryBehavior:
 
         The backoff, or longer when the failure asks for it (``retry_after``,
         plus the jittered backoff when jitter is on, to spread the herd);
-        None when the wait would pass `max_retry_duration` (counted from
-        `started`) or the time `remaining_time` leaves.
+        None when the failure asks for more than `max_delay`, or when the
+        wait would pass `max_retry_duration` (counted from `started`) or the
+        time `remaining_time` leaves.
         """
+        asked = asked_wait(error)
+        if asked is not None and asked > self._max_delay:
+            # A wait longer than any this policy makes (a day-long quota
+            # reset, a bogus 1e10 s) is not waited, nor shortened: the
+            # failure goes up now, as an HTTP wait past the deadline does.
+            return None
         use_jitter = self._options.use_jitter
         jitter = 0.5 + self._random() / 2 if use_jitter else 1.0
         delay = self._options.delay_before(attempt, jitter)
-        asked = asked_wait(error)
         if asked is not None and asked > delay:
             # Never less than asked. With jitter, the backoff goes on top:
             # the sends that waited out one open breaker must not all come
-            # back in the same instant it lets calls through again.
-            delay = asked + delay if use_jitter else asked
+            # back in the same instant it lets calls through again. Both are
+            # within `max_delay`; the cap keeps the sum a wait every platform
+            # can sleep.
+            delay = min(asked + delay, _LONGEST_WAIT) if use_jitter else asked
         if self._limit is not None and (
             self._clock.monotonic() - started + delay >= self._limit
         ):

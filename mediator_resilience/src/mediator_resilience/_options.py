@@ -44,6 +44,8 @@ class ResilienceMediatorOptions(BaseModel):
         max_retry_attempts: Attempts after the first; 0 turns retry off. Default 3.
         base_delay: The delay before the first retry. Default 200 ms.
         max_delay: The cap on any one delay, at least `base_delay`. Default 30 s.
+            A failure that asks for a longer wait (its ``retry_after``) is
+            raised at once, never waited.
         use_jitter: Spread the delays so that callers do not retry in step.
         should_retry: Whether a failure is worth another attempt. Default
             `is_transient_failure`. Cancellation is never retried, whatever it

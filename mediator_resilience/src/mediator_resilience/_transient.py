@@ -91,10 +91,23 @@ def asked_wait(error: BaseException | None) -> float | None:
     """The wait `error` asks for in a ``retry_after`` attribute (seconds), if any.
 
     An open breaker, a limiter or a spent quota says when to come back; a
-    retry waits at least that long. Anything but a finite number >= 0 is
-    ignored.
+    retry waits at least that long, or not at all when that is too long.
+    Anything but a number >= 0 (NaN, a negative number, a string, a bool) is
+    ignored; infinity is returned as asked: a wait no retry can make.
+
+    Example:
+        >>> class Refused(Exception):
+        ...     retry_after = 1e10
+        >>> asked_wait(Refused()), asked_wait(ValueError())
+        (10000000000.0, None)
     """
     wait = getattr(error, "retry_after", None)
     if isinstance(wait, bool) or not isinstance(wait, int | float):
         return None
-    return float(wait) if math.isfinite(wait) and wait >= 0 else None
+    # NaN fails both comparisons; an int too large for a float is infinite.
+    if not wait >= 0:
+        return None
+    try:
+        return float(wait)
+    except OverflowError:
+        return math.inf

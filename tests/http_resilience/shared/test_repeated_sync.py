@@ -23,7 +23,7 @@ from http_resilience import (
     SharedState,
 )
 from http_resilience._shared.link import BudgetTerms, ClientShare, SharedRetryBudget
-from http_resilience._shared.redis_batch import RedisBatch, client_keys
+from http_resilience._shared.redis_batch import LEASE_HOLD, RedisBatch, client_keys
 from http_resilience.testing import FakeClock
 from tests.support.redis_server import RedisServer
 
@@ -118,10 +118,13 @@ def test_a_sync_answered_too_late_counts_once_and_its_lease_arrives(
     assert fleet_budget(redis_server) == (20, 4)
     assert budget.granted == 4  # the lease granted in the lost answer arrived
     assert share.up
-    batch.sync(share, NOW + 1)  # then the news since: 3 leases handed back, 1 new
-    assert fleet_budget(redis_server) == (25, 2)
+    batch.sync(share, NOW + 1)  # then the news since: the 3 leases are kept
+    assert fleet_budget(redis_server) == (25, 4)
     assert budget.deposited == 25
-    assert budget.granted - budget.returned == 2  # 1 spent, 1 held: as Redis has
+    assert budget.granted - budget.returned == 4  # 1 spent, 3 held: as Redis has
+    batch.sync(share, NOW + 1 + LEASE_HOLD)  # expired: the 3 are handed back
+    assert fleet_budget(redis_server) == (25, 1)
+    assert budget.granted - budget.returned == 1
 
 
 def test_the_memory_of_replicas_is_bounded_and_has_a_ttl(

@@ -6,6 +6,7 @@ Pure functions of a status, an exception or a request: no I/O, no time.
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Callable, Iterable
 from typing import Final, Literal, TypeAlias, cast
 
@@ -31,12 +32,14 @@ __all__ = [
     "UNSAFE_METHODS",
     "Backoff",
     "Classifier",
+    "InvalidStatusError",
     "Outcome",
     "failure_table",
     "has_idempotency_key",
     "is_classified_failure",
     "is_failure",
     "is_failure_status",
+    "is_invalid_status",
     "is_replayable",
     "mark_final",
     "may_retry",
@@ -68,6 +71,54 @@ SELF_CAUSED_EXCEPTIONS: Final = (
 URL with no usable scheme, a wait for the client's own connection pool. No
 byte reached the host, so they say nothing about it: raised at once, never
 retried or hedged, and never breaker evidence."""
+
+
+class InvalidStatusError(httpx.RemoteProtocolError):
+    """A response whose status is outside 100-599: no HTTP answer at all.
+
+    The host broke the protocol, and a second attempt would meet the same
+    server: raised at once, never retried or hedged, and no breaker evidence
+    (it is no sign of a host down or overloaded, which is what a breaker
+    counts). An `httpx.RemoteProtocolError`, so code that catches those
+    still does.
+
+    Attributes:
+        status_code: The status the server sent.
+    """
+
+    def __init__(
+        self, message: str, *, request: httpx.Request, status_code: int
+    ) -> None:
+        super().__init__(message, request=request)
+        self.status_code = status_code
+
+
+# h11 refuses a status below 100 itself, as a protocol error of its own
+# whose message (h11 0.14 to 0.16) names the range and the status it read.
+_H11_BAD_STATUS = re.compile(r"status_code should be in range \[\d+, \d+\), not \d+")
+
+
+def is_invalid_status(exc: BaseException) -> bool:
+    """Whether `exc` reports a status outside 100-599.
+
+    An `InvalidStatusError`, or the protocol error h11 raises for a status
+    below 100 on the wire (``HTTP/1.1 099 ...``).
+
+    Example:
+        >>> is_invalid_status(httpx.RemoteProtocolError(
+        ...     "InformationalResponse status_code should be in range"
+        ...     " [100, 200), not 99"
+        ... ))
+        True
+        >>> is_invalid_status(httpx.RemoteProtocolError("peer closed connection"))
+        False
+    """
+    if isinstance(exc, InvalidStatusError):
+        return True
+    return isinstance(exc, httpx.RemoteProtocolError) and (
+        _H11_BAD_STATUS.search(str(exc)) is not None
+    )
+
 
 LOCAL_REFUSALS: Final = (BrokenCircuitError, RateLimitedError)
 """What an attempt raises when a strategy refused to send it: an open breaker,
@@ -151,12 +202,15 @@ def is_classified_failure(
 ) -> bool:
     """Whether `outcome` is a failure: `classify` first, then the set or the rule.
 
-    An exception the client caused itself (`SELF_CAUSED_EXCEPTIONS`) or a
-    refusal in this process (`LOCAL_REFUSALS`) is never one, whatever
-    `classify` says: it says nothing about the host. `classify` is never shown
-    a cancellation (not an `Exception`).
+    An exception the client caused itself (`SELF_CAUSED_EXCEPTIONS`), a
+    refusal in this process (`LOCAL_REFUSALS`) or a status outside 100-599
+    (`is_invalid_status`) is never one, whatever `classify` says: it says
+    nothing about the host's health, and another attempt cannot change it.
+    `classify` is never shown a cancellation (not an `Exception`).
     """
     if isinstance(outcome, _NEVER_FAILURES):
+        return False
+    if isinstance(outcome, httpx.RemoteProtocolError) and is_invalid_status(outcome):
         return False
     if classify is not None:
         said = classify(outcome)
@@ -167,7 +221,7 @@ def is_classified_failure(
     return isinstance(outcome, FAILURE_EXCEPTIONS)
 
 
-_NEVER_FAILURES: Final = (*SELF_CAUSED_EXCEPTIONS, *LOCAL_REFUSALS)
+_NEVER_FAILURES: Final = (*SELF_CAUSED_EXCEPTIONS, *LOCAL_REFUSALS, InvalidStatusError)
 
 
 def read_status_codes(value: object) -> frozenset[int]:
@@ -261,7 +315,9 @@ def read_methods(value: object) -> frozenset[str]:
 def is_failure(outcome: httpx.Response | BaseException) -> bool:
     """Whether an attempt's outcome, a response or an exception, is a failure.
 
-    An exception in `SELF_CAUSED_EXCEPTIONS` is not: the client caused it.
+    An exception in `SELF_CAUSED_EXCEPTIONS` is not: the client caused it;
+    nor is a status outside 100-599 (`is_invalid_status`): no attempt can
+    change it.
 
     Example:
         >>> is_failure(httpx.ConnectError("refused"))
@@ -273,8 +329,10 @@ def is_failure(outcome: httpx.Response | BaseException) -> bool:
     """
     if isinstance(outcome, httpx.Response):
         return is_failure_status(outcome.status_code)
-    return isinstance(outcome, FAILURE_EXCEPTIONS) and not isinstance(
-        outcome, SELF_CAUSED_EXCEPTIONS
+    return (
+        isinstance(outcome, FAILURE_EXCEPTIONS)
+        and not isinstance(outcome, SELF_CAUSED_EXCEPTIONS)
+        and not is_invalid_status(outcome)
     )
 
 

@@ -25,6 +25,7 @@ from typing import Any, Final, Literal, Protocol, cast
 
 import httpx
 
+from http_resilience._core.classify import InvalidStatusError
 from http_resilience._core.errors import AttemptStalledError, ResponseTooLargeError
 from http_resilience._core.hosts import host_key
 from http_resilience._core.nested import RETRY_ATTEMPT_HEADER
@@ -184,9 +185,9 @@ class AsyncSend:
     `LAYER_MARK` and, when the pipeline owns time, ``call.phase_timeout`` as
     its httpx timeouts (the pool's `POOL_LEAD` shorter). The caller's
     request is never changed. A response whose status is outside 100-599 is
-    closed and raised as `httpx.RemoteProtocolError`: the host broke HTTP,
-    which the retry and the breaker treat like any other broken answer, never
-    as a 5xx.
+    closed and raised as `InvalidStatusError` (an `httpx.RemoteProtocolError`):
+    the host broke HTTP, never a 5xx; it is raised at once, not retried, and
+    no breaker evidence.
 
     An attempt that fails in any way (a cancel included) has the wrapped
     transport's pool swept of the slots httpcore loses (`pool_sweeper`).
@@ -387,12 +388,13 @@ class _Bounded(httpx.AsyncByteStream, httpx.SyncByteStream):
 _STATUS_RANGE: Final = (100, 599)
 
 
-def _bad_status(request: httpx.Request, status_code: int) -> httpx.RemoteProtocolError:
+def _bad_status(request: httpx.Request, status_code: int) -> InvalidStatusError:
     """A status outside 100-599 is no HTTP answer: the host broke the protocol."""
-    return httpx.RemoteProtocolError(
+    return InvalidStatusError(
         f"{request.method} {host_key(request.url)}: the server answered status "
         f"{status_code}, outside 100-599",
         request=request,
+        status_code=status_code,
     )
 
 

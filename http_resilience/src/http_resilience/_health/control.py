@@ -11,6 +11,11 @@ from http_resilience._health.snapshot import (
     breaker_strategies,
     resilient_transports,
 )
+from http_resilience._shared.link import (
+    AsyncSharedBreaker,
+    ClientShare,
+    SyncSharedBreaker,
+)
 from http_resilience._strategies.breaker import SHARED_HOST, BreakerStrategy
 
 __all__ = ["CircuitControl", "operator_host"]
@@ -73,6 +78,15 @@ class CircuitControl:
     The hosts isolated are kept until reset, however many: they are what an
     operator asked for, not what traffic brought.
 
+    On a client with a `SharedState` (``shared=``) both act across the
+    replicas: `isolate` publishes the host as held open by the fleet,
+    renewed at every sync (so every replica refuses it within one sync
+    interval, and the order lapses within one break duration of the replica
+    that holds it going away), and `reset` deletes the fleet's break at the
+    next sync (woken at once), so an operator can always lift a break that
+    Redis holds, whoever wrote it. Each other replica's own local breaker
+    still runs out its own break.
+
     Args:
         target: A client made by `create_async_client`, `create_client` or an
             `HttpClientFactory` (every transport it has, mounts included), or
@@ -101,7 +115,7 @@ class CircuitControl:
         200
     """
 
-    __slots__ = ("_name", "_strategies")
+    __slots__ = ("_name", "_shares", "_strategies")
 
     def __init__(self, target: Target) -> None:
         transports = resilient_transports(target, what="CircuitControl()")
@@ -110,6 +124,12 @@ class CircuitControl:
             driver.strategy
             for transport in transports
             for driver in breaker_strategies(transport)
+        ]
+        self._shares: list[ClientShare] = [
+            driver.share
+            for transport in transports
+            for driver in breaker_strategies(transport)
+            if isinstance(driver, AsyncSharedBreaker | SyncSharedBreaker)
         ]
         if not self._strategies:
             raise ValueError(
@@ -125,6 +145,8 @@ class CircuitControl:
 
     def isolate(self, host: str) -> None:
         """Refuse every call to `host` from now on, until `reset`.
+
+        With a `SharedState`, every replica refuses it too (see the class).
 
         Args:
             host: ``scheme://host[:port]`` (the scheme's port by default), as
@@ -142,15 +164,22 @@ class CircuitControl:
         """
         key = self._key(host)
         changed = [s.manual.isolate(key) for s in self._strategies]
+        for share in self._shares:
+            share.wake()
         if any(changed):
             LOGGER.warning(
-                "%s (client %r): circuit isolated by an operator", key, self._name
+                "%s (client %r): circuit isolated by an operator%s",
+                key,
+                self._name,
+                self._across,
             )
 
     def reset(self, host: str) -> None:
         """Lift an isolation of `host`, and close its breaker, forgetting its window.
 
-        A host neither isolated nor known is left as it is.
+        A host neither isolated nor known is left as it is. With a
+        `SharedState`, the fleet's break of `host` is lifted too (see the
+        class).
 
         Args:
             host: As for `isolate`.
@@ -162,7 +191,18 @@ class CircuitControl:
         key = self._key(host)
         for strategy in self._strategies:
             strategy.manual.reset(key)
-        LOGGER.warning("%s (client %r): circuit reset by an operator", key, self._name)
+        for share in self._shares:
+            share.reset(key)
+        LOGGER.warning(
+            "%s (client %r): circuit reset by an operator%s",
+            key,
+            self._name,
+            self._across,
+        )
+
+    @property
+    def _across(self) -> str:
+        return ", across the replicas" if self._shares else ""
 
     def _key(self, host: str) -> str:
         key = operator_host(host)

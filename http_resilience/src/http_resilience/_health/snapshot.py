@@ -14,6 +14,7 @@ from typing import Final, Literal, TypeAlias
 import httpx
 
 from http_resilience._core.events import OPEN
+from http_resilience._shared.link import AsyncSharedBreaker, SyncSharedBreaker
 from http_resilience._strategies.breaker import AsyncBreaker, SyncBreaker
 from http_resilience._strategies.breaker_control import ManualState
 from http_resilience._strategies.budget import AsyncRetryBudget, SyncRetryBudget
@@ -63,11 +64,16 @@ class HostHealth:
         retry_after: While open: seconds until the next call may go as the
             probe (0.0 once the break is over: the next call probes); else
             None.
+        fleet: Whether the host is refused because the replicas hold it
+            open (a client with a `SharedState`: another replica's breaker,
+            or an operator's isolation there), while this replica's own
+            breaker would let the call go; its `state` is then ``"open"``.
     """
 
     host: str
     state: CircuitState
     retry_after: float | None = None
+    fleet: bool = False
 
     @property
     def refusing(self) -> bool:
@@ -266,4 +272,26 @@ def _hosts(driver: AsyncBreaker | SyncBreaker) -> list[HostHealth]:
             hosts.append(HostHealth(key, "closed"))
         else:
             hosts.append(HostHealth(key, breaker.state, breaker.retry_after(now)))
+    if isinstance(driver, AsyncSharedBreaker | SyncSharedBreaker):
+        hosts = _fleet(driver, hosts)
     return hosts
+
+
+def _fleet(
+    driver: AsyncSharedBreaker | SyncSharedBreaker, hosts: list[HostHealth]
+) -> list[HostHealth]:
+    """`hosts`, with those the replicas hold open in their break marked so."""
+    share = driver.share
+    view = share.open_hosts
+    if not (view and share.up):
+        return hosts
+    wall = share.wall()
+    isolated = driver.strategy.manual.isolated
+    known = {host.host: host for host in hosts}
+    for key, fleet in view.items():
+        left = fleet.until - wall
+        local = known.get(key)
+        if left <= 0 or key in isolated or (local is not None and local.refusing):
+            continue
+        known[key] = HostHealth(key, OPEN, left, fleet=True)
+    return list(known.values())

@@ -98,23 +98,28 @@ class BudgetTerms(NamedTuple):
 class SharedRetryBudget(RetryBudget):
     """A host's `RetryBudget`, plus the retries leased from the fleet's budget.
 
-    Counters written by the requests: `deposited`, `spent`, `refused`.
+    Counters written by the requests: `deposited`, `spent`, `refused`,
+    `unleased` (retries the local budget alone allowed: demand, not spent).
     Written by the sync thread: `granted`, `returned`, `synced`,
-    `sent_deposits`, `seen_spent`, `seen_refused` (each advanced when the
-    news is put in a batch, `granted` when Redis answers it).
+    `hold_until`, `sent_deposits`, `seen_spent`, `seen_refused` (each
+    advanced when the news is put in a batch, `granted` when Redis answers
+    it).
     """
 
     __slots__ = (
         "_share",
         "deposited",
         "granted",
+        "hold_until",
         "refused",
         "returned",
         "seen_refused",
         "seen_spent",
+        "seen_unleased",
         "sent_deposits",
         "spent",
         "synced",
+        "unleased",
     )
 
     def __init__(
@@ -130,9 +135,11 @@ class SharedRetryBudget(RetryBudget):
             ratio=ratio, min_per_second=min_per_second, window=window, now=now
         )
         self._share = share
-        self.deposited = self.spent = self.refused = 0
+        self.deposited = self.spent = self.refused = self.unleased = 0
         self.granted = self.returned = 0
+        self.hold_until = 0.0
         self.sent_deposits = self.seen_spent = self.seen_refused = 0
+        self.seen_unleased = 0
         self.synced = False
 
     def deposit(self, now: float) -> None:
@@ -151,6 +158,8 @@ class SharedRetryBudget(RetryBudget):
         if not super().withdraw(now):
             return False
         if not (self.synced and self._share.up):
+            # Demand all the same: the first lease is sized by it.
+            self.unleased += 1
             return True
         with self._lock:
             if self.granted - self.returned - self.spent > 0:
@@ -168,6 +177,13 @@ class SharedRetryBudget(RetryBudget):
             with self._lock:
                 if self.spent > 0:
                     self.spent -= 1
+
+    def lease(self, granted: int, hold_until: float) -> None:
+        """The sync thread's: `granted` retries leased, kept until `hold_until`."""
+        self.granted += granted
+        if granted:
+            self.hold_until = hold_until
+        self.synced = True
 
     def give_back(self) -> int:
         """The sync thread's: hand back the leased retries not spent; how many.
@@ -229,6 +245,9 @@ class ClientShare:
         self.open_hosts: dict[str, FleetBreak] = {}
         self.probes: dict[str, float] = {}
         self.claims_seen: dict[str, float] = {}
+        # Hosts a call was refused for during the fleet's break: their probe
+        # is claimed at the first sync after the break ends.
+        self.waiting: set[str] = set()
         self.outbox: deque[tuple[str, str, float]] = deque()
         self.budget_terms: BudgetTerms | None = None
         self.budget_items: Callable[[], list[tuple[str, RetryBudget]]] | None = None
@@ -350,6 +369,9 @@ class ClientShare:
         now = self.wall()
         if now < fleet.until:
             wait = fleet.until - now
+            if key not in self.waiting:
+                with self.lock:
+                    self.waiting.add(key)
         elif self.probes.pop(key, None) is not None:
             return True
         else:
@@ -374,7 +396,53 @@ class ClientShare:
             self.open_hosts = view
         self.wake()
 
+    def reset(self, key: str) -> None:
+        """An operator's reset of `key`: the fleet's break is lifted for all.
+
+        The host is taken out of this replica's view at once; the next sync
+        (woken now) deletes it in Redis, so every replica's view loses it.
+        """
+        self.outbox.append((CLOSE_OP, key, 0.0))
+        view = dict(self.open_hosts)
+        view.pop(key, None)
+        self.open_hosts = view
+        self.probes.pop(key, None)
+        self.wake()
+
     # -- the sync thread ---------------------------------------------------
+
+    @property
+    def closing(self) -> bool:
+        """Whether the transport closed: its last sync hands back every lease."""
+        return self._closed
+
+    def standing(self, now: float) -> list[tuple[str, str, float]]:
+        """Orders sent at every sync, not queued: isolations and probes due.
+
+        An operator's isolation is published as a break renewed at each sync
+        (so it never outlives the replica that holds the order by more than
+        one break); a host whose fleet break is over and that a call here was
+        refused for has its probe claimed now, so the next call is the probe.
+        """
+        orders: list[tuple[str, str, float]] = []
+        strategy = self.breakers
+        if strategy is not None:
+            until = now + self.break_duration
+            orders += [(OPEN_OP, key, until) for key in strategy.manual.isolated]
+        if self.waiting:
+            with self.lock:
+                waiting = list(self.waiting)
+            view = self.open_hosts
+            for key in waiting:
+                fleet = view.get(key)
+                if fleet is None:
+                    with self.lock:
+                        self.waiting.discard(key)
+                elif fleet.until <= now and fleet.claim_until <= now:
+                    with self.lock:
+                        self.waiting.discard(key)
+                    orders.append((PROBE_OP, key, 0.0))
+        return orders
 
     def fall_back(self) -> None:
         """Redis is away: forget the fleet's view; local state decides.
@@ -394,6 +462,8 @@ class ClientShare:
         self.open_hosts = {}
         self.probes = {}
         self.claims_seen = {}
+        with self.lock:
+            self.waiting.clear()
 
     def reopened(self) -> list[tuple[str, str, float]]:
         """Openings of the breakers open now, to publish after an outage."""
@@ -425,6 +495,15 @@ class _Gate:
         return call.host if strategy.registry is not None else SHARED_HOST
 
     @staticmethod
+    def fleet(
+        strategy: BreakerStrategy, share: ClientShare, key: str
+    ) -> FleetBreak | None:
+        # An isolation here is refused by the local breaker, which says so.
+        if key in strategy.manual.isolated:
+            return None
+        return share.open_hosts.get(key)
+
+    @staticmethod
     def failed(strategy: BreakerStrategy, exc: BaseException) -> bool | None:
         if isinstance(exc, BrokenCircuitError):
             return None
@@ -446,13 +525,18 @@ class AsyncSharedBreaker(AsyncBreaker):
         super().__init__(next, strategy)
         self._share = share
 
+    @property
+    def share(self) -> ClientShare:
+        """The transport's link to its `SharedState`."""
+        return self._share
+
     async def handle(self, request: httpx.Request, call: Call) -> httpx.Response:
         """Refuse a host the fleet holds open; else as `AsyncBreaker`."""
         share = self._share
         if share.open_hosts:
             strategy = self.strategy
             key = _Gate.key(strategy, call)
-            fleet = share.open_hosts.get(key)
+            fleet = _Gate.fleet(strategy, share, key)
             if fleet is not None and share.admit(key, fleet, call, strategy.telemetry):
                 try:
                     response = await AsyncBreaker.handle(self, request, call)
@@ -476,13 +560,18 @@ class SyncSharedBreaker(SyncBreaker):
         super().__init__(next, strategy)
         self._share = share
 
+    @property
+    def share(self) -> ClientShare:
+        """The transport's link to its `SharedState`."""
+        return self._share
+
     def handle_sync(self, request: httpx.Request, call: Call) -> httpx.Response:
         """Refuse a host the fleet holds open; else as `SyncBreaker`."""
         share = self._share
         if share.open_hosts:
             strategy = self.strategy
             key = _Gate.key(strategy, call)
-            fleet = share.open_hosts.get(key)
+            fleet = _Gate.fleet(strategy, share, key)
             if fleet is not None and share.admit(key, fleet, call, strategy.telemetry):
                 try:
                     response = SyncBreaker.handle_sync(self, request, call)

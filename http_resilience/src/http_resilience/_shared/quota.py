@@ -17,8 +17,8 @@ reader alone. A refusal for want of a lease while the fleet has allowance
 left waits one sync interval (``retry_after``), for the next lease.
 
 Counters written by the requests: `calls`, `spent`, `refused`, `observed`.
-Written by the sync thread: `granted`, `returned`, `seen_*`, `reset_at`,
-`left`, `active`.
+Written by the sync thread: `granted`, `returned`, `hold_until`, `seen_*`,
+`reset_at`, `left`, `active`.
 """
 
 from __future__ import annotations
@@ -81,6 +81,7 @@ class QuotaLease:
         "active",
         "calls",
         "granted",
+        "hold_until",
         "left",
         "lock",
         "observed",
@@ -98,6 +99,7 @@ class QuotaLease:
         self.calls = self.spent = self.refused = 0
         self.observed: tuple[int, float] | None = None
         self.granted = self.returned = 0
+        self.hold_until = 0.0
         self.seen_calls = self.seen_spent = self.seen_refused = 0
         self.active = False
         self.reset_at = 0.0

@@ -57,6 +57,7 @@ from typing import Final
 import redis
 
 from http_resilience._core.hosts import safe_target
+from http_resilience._core.quota_headers import MAX_RESET
 from http_resilience._shared.link import (
     PROBE_OP,
     ClientShare,
@@ -66,6 +67,7 @@ from http_resilience._shared.link import (
 from http_resilience._shared.quota import QuotaLease
 
 __all__ = [
+    "LEASE_HOLD",
     "MEMORY",
     "RESEND_FOR",
     "SCRIPT",
@@ -87,6 +89,10 @@ _QuotaRow = tuple[str, QuotaLease, tuple[int, float] | None, int, int, int]
 MEMORY: Final = 60.0
 RESEND_FOR: Final = 45.0
 
+# How long a replica keeps leases it has not spent: long enough that one
+# calling a host once a second still holds them when its next call comes.
+LEASE_HOLD: Final = 5.0
+
 _NAME_LIMIT: Final = 64
 # A quota seen with a reset later than the window Redis holds by more than this
 # is a new window (a reset is given in whole seconds, so it jitters by one).
@@ -107,24 +113,70 @@ local slack = tonumber(ARGV[11])
 local replica = ARGV[12]
 local seq = tonumber(ARGV[13])
 local memory = tonumber(ARGV[14])
-local FIRST = 15
+local longest_reset = tonumber(ARGV[15])
+local FIRST = 16
 local BUCKETS = 10
+-- A break or a probe claim ends no later than this client's own break from
+-- now, whatever a field says (a replica whose clock runs ahead, or a value
+-- written by hand); a quota window no later than the local reader allows.
+local last_break = now + break_ms
+local last_reset = now + longest_reset
 
 local function own(key)
   local kind = redis.call('TYPE', key)['ok']
   if kind ~= 'hash' and kind ~= 'none' then redis.call('DEL', key) end
 end
 
+-- A hash grown past the bound (another program's fields) loses the excess at
+-- random, once, so no sync reads more than `max_hosts` fields after it.
+local function trim(key)
+  local extra = redis.call('HLEN', key) - max_hosts
+  while extra > 0 do
+    local take = math.min(extra, 1000)
+    local victims = redis.call('HRANDFIELD', key, take)
+    if #victims == 0 then break end
+    redis.call('HDEL', key, unpack(victims))
+    extra = extra - #victims
+  end
+end
+
+-- What this script writes: decimal digits only, at most 14 (Lua writes a
+-- number of up to 14 digits exactly). tonumber alone would also take a sign,
+-- hex, an exponent, 'inf' and 'nan': a field holding any of them is refused.
+local function decimal(part)
+  if #part > 14 or not string.find(part, '^%d+$') then return nil end
+  return tonumber(part)
+end
+
 local function parse(value, count)
   if not value then return nil end
   local out = {}
   for part in string.gmatch(value, '[^,]+') do
-    local n = tonumber(part)
+    local n = decimal(part)
     if n == nil then return nil end
     out[#out + 1] = n
   end
   if count ~= nil and #out ~= count then return nil end
   return out
+end
+
+-- A breaker field, its break and claim bounded; whether bounding changed it.
+local function breaker(value)
+  local s = parse(value, 3)
+  if s == nil then return nil, false end
+  local changed = false
+  if s[1] > last_break then s[1] = last_break; changed = true end
+  if s[2] > last_break then s[2] = last_break; changed = true end
+  return s, changed
+end
+
+-- A quota field (window end, allowance left), the window bounded; nil when
+-- it does not parse or its window is over.
+local function quota(value)
+  local s = parse(value, 2)
+  if s == nil or s[1] <= now then return nil end
+  if s[1] > last_reset then s[1] = last_reset end
+  return s
 end
 
 local function make_room(key, host)
@@ -136,12 +188,17 @@ local function make_room(key, host)
 end
 
 -- A numbered batch this replica sent before and the script applied: not
--- applied again; answered with the leases granted then (`kept`).
+-- applied again; answered with the leases granted then (`kept`). Only the
+-- very batch remembered, recorded in the memory's span, is taken as one.
 local kept = nil
 if seq > 0 then
   own(KEYS[4])
+  trim(KEYS[4])
   local m = parse(redis.call('HGET', KEYS[4], replica))
-  if m ~= nil and #m >= 3 and m[1] >= seq then kept = m end
+  if m ~= nil and #m >= 3 and m[1] == seq and m[2] <= now
+      and m[2] + memory > now and #m >= 3 + m[3] then
+    kept = m
+  end
 end
 
 local grants = {}
@@ -154,6 +211,7 @@ if kept ~= nil then
   end
 elseif window > 0 and nb > 0 then
   own(KEYS[1])
+  trim(KEYS[1])
   local width = window / BUCKETS
   local bucket = math.floor(now / width)
   local cap = per_second * window / 1000
@@ -163,7 +221,13 @@ elseif window > 0 and nb > 0 then
     local deposits = tonumber(ARGV[base + 1])
     local returned = tonumber(ARGV[base + 2])
     local want = tonumber(ARGV[base + 3])
-    local s = parse(redis.call('HGET', KEYS[1], host), 2 + 2 * BUCKETS)
+    local raw = redis.call('HGET', KEYS[1], host)
+    local s = parse(raw, 2 + 2 * BUCKETS)
+    -- A bucket or a first sync in the future is not this fleet's count.
+    if s ~= nil and (s[1] > bucket or s[2] > now) then s = nil end
+    -- A field there that fails: this sync leases nothing and answers -1, so
+    -- the replica's own budget decides until the next sync reads it afresh.
+    local spoilt = raw and s == nil
     if s == nil then
       make_room(KEYS[1], host)
       s = {bucket, now - 1000}
@@ -199,11 +263,11 @@ elseif window > 0 and nb > 0 then
     if floor > cap then floor = cap end
     local granted = math.floor(ratio * d + floor + 1e-9) - w
     if granted > want then granted = want end
-    if granted < 0 then granted = 0 end
+    if granted < 0 or spoilt then granted = 0 end
     s[3 + BUCKETS + slot] = s[3 + BUCKETS + slot] + granted
     redis.call('HSET', KEYS[1], host, table.concat(s, ','))
     grants[#grants + 1] = host
-    grants[#grants + 1] = granted
+    grants[#grants + 1] = spoilt and -1 or granted
   end
   redis.call('PEXPIRE', KEYS[1], 2 * window)
 end
@@ -211,11 +275,13 @@ end
 local view = {}
 if break_ms > 0 then
   own(KEYS[2])
+  trim(KEYS[2])
   for i = 0, nops - 1 do
     local base = FIRST + nb * 4 + i * 3
     local op, host, arg = ARGV[base], ARGV[base + 1], tonumber(ARGV[base + 2])
-    local s = parse(redis.call('HGET', KEYS[2], host), 3)
+    local s = breaker(redis.call('HGET', KEYS[2], host))
     if op == 'o' then
+      if arg > last_break then arg = last_break end
       make_room(KEYS[2], host)
       if s ~= nil and s[1] > arg then arg = s[1] end
       redis.call('HSET', KEYS[2], host, arg .. ',0,0')
@@ -228,10 +294,13 @@ if break_ms > 0 then
   end
   local all = redis.call('HGETALL', KEYS[2])
   for i = 1, #all, 2 do
-    local s = parse(all[i + 1], 3)
+    local s, changed = breaker(all[i + 1])
     if s == nil or (s[1] + break_ms < now and s[2] <= now) then
       redis.call('HDEL', KEYS[2], all[i])
     else
+      if changed then
+        redis.call('HSET', KEYS[2], all[i], table.concat(s, ','))
+      end
       view[#view + 1] = all[i]
       view[#view + 1] = s[1]
       view[#view + 1] = s[2]
@@ -245,21 +314,22 @@ local quotas = {}
 if kept ~= nil then
   for i = 0, nq - 1 do
     local host = ARGV[FIRST + nb * 4 + nops * 3 + i * 6]
-    local s = parse(redis.call('HGET', KEYS[3], host), 2)
-    if s == nil or s[1] <= now or s[2] < 0 then
+    local s = quota(redis.call('HGET', KEYS[3], host))
+    if s == nil then
       quotas[#quotas + 1] = host
       quotas[#quotas + 1] = 0
       quotas[#quotas + 1] = 0
       quotas[#quotas + 1] = 0
     else
       quotas[#quotas + 1] = host
-      quotas[#quotas + 1] = kept[4 + (kept[3] or 0) + i] or 0
+      quotas[#quotas + 1] = kept[4 + kept[3] + i] or 0
       quotas[#quotas + 1] = s[1]
       quotas[#quotas + 1] = s[2]
     end
   end
 elseif nq > 0 then
   own(KEYS[3])
+  trim(KEYS[3])
   local longest = 0
   for i = 0, nq - 1 do
     local base = FIRST + nb * 4 + nops * 3 + i * 6
@@ -269,8 +339,8 @@ elseif nq > 0 then
     local returned = tonumber(ARGV[base + 3])
     local unleased = tonumber(ARGV[base + 4])
     local want = tonumber(ARGV[base + 5])
-    local s = parse(redis.call('HGET', KEYS[3], host), 2)
-    if s ~= nil and (s[1] <= now or s[2] < 0) then s = nil end
+    if seen_reset > last_reset then seen_reset = last_reset end
+    local s = quota(redis.call('HGET', KEYS[3], host))
     if s ~= nil then s[2] = s[2] + returned end
     if seen >= 0 and seen_reset > now then
       if s == nil or seen_reset > s[1] + slack then
@@ -306,9 +376,10 @@ elseif nq > 0 then
 end
 
 if seq > 0 and kept == nil then
-  -- Remember this batch: its number, when, and the leases it granted.
+  -- Remember this batch: its number, when, and the leases it granted (a
+  -- lease refused for a spoilt field is remembered as none).
   local memo = {seq, now, #grants / 2}
-  for i = 2, #grants, 2 do memo[#memo + 1] = grants[i] end
+  for i = 2, #grants, 2 do memo[#memo + 1] = math.max(grants[i], 0) end
   for i = 2, #quotas, 4 do memo[#memo + 1] = quotas[i] end
   make_room(KEYS[4], replica)
   redis.call('HSET', KEYS[4], replica, table.concat(memo, ','))
@@ -316,7 +387,7 @@ if seq > 0 and kept == nil then
   local other = redis.call('HRANDFIELD', KEYS[4], 1, 'WITHVALUES')
   if other[1] ~= nil and other[1] ~= replica then
     local m = parse(other[2])
-    if m == nil or #m < 2 or m[2] + memory <= now then
+    if m == nil or #m < 2 or m[2] + memory <= now or m[2] > now + memory then
       redis.call('HDEL', KEYS[4], other[1])
     end
   end
@@ -446,6 +517,9 @@ class RedisBatch:
         outbox = share.outbox
         while outbox and len(ops) < self._batch:
             ops.append(outbox.popleft())
+        # Orders renewed at every sync (an operator's isolation, a probe due
+        # now): not put back in the outbox when the sync fails.
+        standing = share.standing(now)[: max(self._batch - len(ops), 0)]
         args: list[str | int | float] = [
             int(now * 1000),
             share.token,
@@ -455,16 +529,17 @@ class RedisBatch:
             terms.min_per_second if terms is not None else 0,
             int(share.break_duration * 1000),
             len(batch.budgets),
-            len(ops),
+            len(ops) + len(standing),
             len(batch.quotas),
             _NEW_WINDOW_MS,
             share.replica,
             batch.sequence,
             int(MEMORY * 1000),
+            int(MAX_RESET * 1000),
         ]
         for host, _, deposits, unused, want in batch.budgets:
             args += [host, deposits, unused, want]
-        for op, host, when in ops:
+        for op, host, when in ops + standing:
             args += [op, host, int(when * 1000)]
         for host, _, observed, unused, unleased, want in batch.quotas:
             left, reset = observed if observed is not None else (-1, 0.0)
@@ -481,26 +556,41 @@ class RedisBatch:
             outbox.extendleft(reversed([op for op in ops if op[0] != PROBE_OP]))
             raise
         share.pending = None
-        for (_, budget, _, _, _), (_, granted) in zip(
+        # What Redis says is advice, bounded here as the script bounds it: a
+        # lease never above what was asked, a window never past the local
+        # reader's longest, a break or a claim never past this client's own.
+        for (_, budget, _, _, want), (_, granted) in zip(
             batch.budgets, grants, strict=True
         ):
-            budget.granted += granted
-            budget.synced = True
-        for (_, lease, _, _, _, _), (_, granted, until, left) in zip(
+            if granted < 0:
+                # A spoilt field, rewritten: the replica's own budget decides
+                # until the next sync reads the fleet's count afresh.
+                budget.synced = False
+                continue
+            budget.lease(min(granted, want), now + self._hold(share))
+        for (_, lease, _, _, _, want), (_, granted, until, left) in zip(
             batch.quotas, leased, strict=True
         ):
+            granted = min(max(granted, 0), want)
+            reset_at = min(max(until, 0) / 1000, now + MAX_RESET)
             with lease.lock:
                 lease.granted += granted
-            lease.reset_at = until / 1000
-            lease.left = left
+                if granted:
+                    lease.hold_until = min(now + self._hold(share), reset_at)
+            lease.reset_at = reset_at
+            lease.left = max(left, 0)
             lease.active = until > 0
         held: dict[str, FleetBreak] = {}
         seen = share.claims_seen
         claims: dict[str, float] = {}
-        for host, until, claim_until, mine in view:
-            held[host] = FleetBreak(until / 1000, claim_until / 1000, mine)
-            if mine and claim_until / 1000 > now:
-                claims[host] = claim_until / 1000
+        last = now + share.break_duration
+        for host, until_ms, claim_ms, mine in view:
+            claim_until = min(max(claim_ms, 0) / 1000, last)
+            held[host] = FleetBreak(
+                min(max(until_ms, 0) / 1000, last), claim_until, mine
+            )
+            if mine and claim_until > now:
+                claims[host] = claim_until
                 if seen.get(host) != claims[host]:
                     share.probes[host] = claims[host]  # a claim won just now
         share.claims_seen = claims
@@ -509,42 +599,73 @@ class RedisBatch:
 
     def _counted(self, share: ClientShare, now: float) -> CountedBatch:
         """The counted news since the last batch, taken as sent: a new batch."""
-        budgets = self._budget_rows(share)
-        quotas = self._quota_rows(share)
+        budgets = self._budget_rows(share, now)
+        quotas = self._quota_rows(share, now)
         sequence = 0
         if budgets or quotas:
             share.sequence += 1
             sequence = share.sequence
         return CountedBatch(sequence, now, budgets, quotas)
 
-    def _budget_rows(self, share: ClientShare) -> list[_BudgetRow]:
-        """Per host: first attempts since, unused given back now, wanted."""
+    @staticmethod
+    def _hold(share: ClientShare) -> float:
+        """How long a replica keeps leases it has not spent (seconds).
+
+        Within half the budget's window, so a lease is handed back before the
+        fleet's count of it leaves the window.
+        """
+        terms = share.budget_terms
+        return LEASE_HOLD if terms is None else min(LEASE_HOLD, terms.window / 2)
+
+    def _budget_rows(self, share: ClientShare, now: float) -> list[_BudgetRow]:
+        """Per host: first attempts since, unused given back now, wanted.
+
+        Unused leases are kept while they last (`LEASE_HOLD`), so a replica
+        that calls less often than it syncs still holds its retries; only
+        expired ones, or all of a closing link's, are handed back.
+        """
         rows: list[_BudgetRow] = []
         if share.budget_terms is None or share.budget_items is None:
             return rows
+        closing = share.closing
         for host, budget in share.budget_items():
             if not isinstance(budget, SharedRetryBudget):
                 continue
             deposited, spent, refused = budget.deposited, budget.spent, budget.refused
+            unleased = budget.unleased
             deposits = deposited - budget.sent_deposits
-            demand = (spent - budget.seen_spent) + (refused - budget.seen_refused)
-            unused = budget.granted - budget.returned - spent
-            if not (deposits or demand or unused > 0):
+            demand = (
+                (spent - budget.seen_spent)
+                + (refused - budget.seen_refused)
+                + (unleased - budget.seen_unleased)
+            )
+            unused = max(budget.granted - budget.returned - spent, 0)
+            expired = unused > 0 and (closing or now >= budget.hold_until)
+            if not (deposits or demand or expired):
                 continue
-            want = min(self._batch, 2 * demand + 1) if deposits or demand else 0
-            unused = budget.give_back()
+            unused = budget.give_back() if expired else 0
+            held = 0 if expired else max(budget.granted - budget.returned - spent, 0)
+            want = 0
+            if (deposits or demand) and not closing:
+                want = max(min(self._batch, 2 * demand + 1) - held, 0)
             budget.sent_deposits = deposited
             budget.seen_spent, budget.seen_refused = spent, refused
+            budget.seen_unleased = unleased
             rows.append((host, budget, deposits, unused, want))
             if len(rows) >= self._batch:
                 break
         return rows
 
-    def _quota_rows(self, share: ClientShare) -> list[_QuotaRow]:
-        """Per host: the quota seen, unused given back, sent unleased, wanted."""
+    def _quota_rows(self, share: ClientShare, now: float) -> list[_QuotaRow]:
+        """Per host: the quota seen, unused given back, sent unleased, wanted.
+
+        Unused leases are kept as the budget's are (see `_budget_rows`), and
+        within the window they were leased in.
+        """
         strategy = share.quota
         if strategy is None:
             return []
+        closing = share.closing
         with share.lock:
             leases = list(strategy.leases.items())
         rows: list[_QuotaRow] = []
@@ -558,12 +679,16 @@ class RedisBatch:
                     + (refused - lease.seen_refused)
                 )
                 unused = lease.unused()
-                # Idle: give back now, under the lock, so nothing spends it too.
-                giving = unused if not demand else 0
+                # Expired: give back now, under the lock, so nothing spends it.
+                expired = closing or now >= lease.hold_until
+                giving = unused if expired else 0
                 lease.returned += giving
+                unused -= giving
             if not (seen is not None or demand or giving or lease.active):
                 continue
-            want = max(min(self._batch, 2 * demand + 1) - unused, 0) if demand else 0
+            want = 0
+            if demand and not closing:
+                want = max(min(self._batch, 2 * demand + 1) - unused, 0)
             unleased = calls - lease.seen_calls
             lease.seen_calls, lease.seen_spent, lease.seen_refused = (
                 calls,

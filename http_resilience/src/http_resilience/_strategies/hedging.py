@@ -27,6 +27,7 @@ from http_resilience._core.classify import (
     LOCAL_REFUSALS,
     SELF_CAUSED_EXCEPTIONS,
     is_failure_status,
+    is_invalid_status,
     is_replayable,
 )
 from http_resilience._core.clock import Clock, checkpoint
@@ -178,8 +179,11 @@ class HedgingStrategy:
                             # Its service retried a hop further in: no copy
                             # of ours can do better.
                             limit = sent
-                    elif isinstance(outcome, SELF_CAUSED_EXCEPTIONS):
-                        # The client's own fault: a copy would fail the same.
+                    elif isinstance(
+                        outcome, SELF_CAUSED_EXCEPTIONS
+                    ) or is_invalid_status(outcome):
+                        # The client's own fault, or a status no HTTP server
+                        # sends: a copy would fail the same.
                         raise outcome
                     elif isinstance(outcome, FAILURE_EXCEPTIONS):
                         reason = type(outcome).__name__
