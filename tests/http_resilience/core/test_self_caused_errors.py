@@ -16,6 +16,7 @@ from http_resilience import (
     AsyncResilientTransport,
     BreakerEvent,
     HedgeEvent,
+    RateLimitedError,
     ResiliencePipeline,
     ResilientTransport,
     TimeoutEvent,
@@ -123,8 +124,8 @@ async def test_a_wait_on_the_own_pool_is_raised_once_and_never_opens_the_breaker
     one = httpx.AsyncHTTPTransport(limits=httpx.Limits(max_connections=1))
     counting = Counting(one)
     pool_wait = httpx.Timeout(5.0, pool=0.01)
-    # The caller's own timeouts: when the pipeline owns time, the pool wait is
-    # bounded by the attempt timeout and ends as an `AttemptTimeoutError`.
+    # The caller's own timeouts: httpx's `PoolTimeout` passes as it is. When
+    # the pipeline owns time, the wait is its own refusal (test_pool_wait.py).
     transport = resilient(counting, events, own_transport_timeout=False)
     async with httpx.AsyncClient(transport=transport, timeout=pool_wait) as client:
         held = client.stream("GET", f"{fault_server.url}/healthy?key=self-caused-pool")
@@ -140,11 +141,12 @@ async def test_a_wait_on_the_own_pool_is_raised_once_and_never_opens_the_breaker
     assert events.of(BreakerEvent) == []
 
 
-# The pipeline owns time (the default): a real attempt timeout bounds each wait for
-# the one connection, which a streamed response holds. At 1 s the pool timeout runs
-# out 0.1 s before the deadline (POOL_LEAD), a head start that a loaded CI machine's
-# scheduling delays do not eat; shorter attempts get a tenth of their time.
-OWNED = {"attempt_timeout": 1.0}
+# The pipeline owns time (the default): the total timeout bounds each wait for the
+# one connection, which a streamed response holds (the attempt timeout only runs
+# once the attempt has a connection). The wait ends as the pool's refusal,
+# `RateLimitedError`, whether httpx's pool timeout (POOL_LEAD sooner) or the
+# pipeline's cut ended it.
+OWNED = {"attempt_timeout": 1.0, "total_request_timeout": 1.5}
 
 
 class CountingHTTP(httpx.HTTPTransport):
@@ -165,14 +167,14 @@ async def wait_out_the_own_pool(
             assert holding.status_code == 200
             for _ in range(2):
                 counting.attempts = 0
-                with pytest.raises(httpx.PoolTimeout):
+                with pytest.raises(RateLimitedError, match="own pool came free"):
                     await client.get(url)
                 assert counting.attempts == 1
         answer = await client.get(url)
     assert answer.status_code == 200
 
 
-async def test_a_pool_wait_that_runs_the_attempt_out_is_a_pool_timeout(
+async def test_a_pool_wait_that_runs_the_total_out_is_refused_locally(
     fault_server: FaultServer,
 ) -> None:
     events = Events()
@@ -184,7 +186,7 @@ async def test_a_pool_wait_that_runs_the_attempt_out_is_a_pool_timeout(
     assert events.of(TimeoutEvent) == []
 
 
-async def test_a_pool_wait_that_runs_the_total_out_is_a_pool_timeout(
+async def test_a_pool_wait_that_runs_a_lone_total_timeout_out_is_refused(
     fault_server: FaultServer,
 ) -> None:
     # No attempt timeout: the total timeout around the retry bounds the attempt.
@@ -211,7 +213,7 @@ async def test_a_pool_wait_that_runs_the_total_out_is_a_pool_timeout(
     assert events.of(TimeoutEvent) == []
 
 
-def test_a_sync_pool_wait_that_runs_the_attempt_out_is_a_pool_timeout(
+def test_a_sync_pool_wait_that_runs_the_total_out_is_refused_locally(
     fault_server: FaultServer,
 ) -> None:
     events = Events()
@@ -230,7 +232,7 @@ def test_a_sync_pool_wait_that_runs_the_attempt_out_is_a_pool_timeout(
             assert holding.status_code == 200
             for _ in range(2):
                 counting.attempts = 0
-                with pytest.raises(httpx.PoolTimeout):
+                with pytest.raises(RateLimitedError, match="own pool came free"):
                     client.get(url)
                 assert counting.attempts == 1
         answer = client.get(url)

@@ -29,7 +29,7 @@ from http_resilience._core.classify import InvalidStatusError
 from http_resilience._core.errors import AttemptStalledError, ResponseTooLargeError
 from http_resilience._core.hosts import host_key
 from http_resilience._core.nested import RETRY_ATTEMPT_HEADER
-from http_resilience._core.pool import pool_sweeper
+from http_resilience._core.pool import PoolWait, pool_sweeper
 from http_resilience._core.raw_headers import header_writer
 
 __all__ = [
@@ -56,10 +56,10 @@ its own task or thread runs inside another one's attempt: a second layer."""
 
 POOL_LEAD: Final = 0.1
 """When the pipeline owns time, an attempt's wait for a connection from the
-client's own pool ends this much sooner than its other phase timeouts (a tenth
-of them when that is less): httpx raises `httpx.PoolTimeout`, a self-caused
-error that says nothing about the host, before the attempt's deadline would
-cut the wait short and count it against the host as an attempt timeout."""
+client's own pool ends this much sooner than the bound its timeout sets for
+it (a tenth of it when that is less): httpx raises `httpx.PoolTimeout`, which
+the timeout reports as the pool's refusal, before its own cut would have to
+end the wait."""
 
 DeadlineKind = Literal["attempt", "total"]
 
@@ -107,6 +107,12 @@ class Call:
         tell_attempt: Whether attempts after the first carry their number
             (`RETRY_ATTEMPT_HEADER`), set by a retry that detects nested
             retries.
+        pool_timeout: When set with `phase_timeout`, the bound of the wait for
+            a connection of a pool the send can see (`pool_sweeper`), in
+            seconds: the time the deadline around the attempt's leaves, since
+            the attempt's own clock starts once it has a connection.
+        pool_wait: Set by the timeout that cuts the attempt (async only): told
+            by the send when the attempt leaves the pool's queue.
     """
 
     __slots__ = (
@@ -120,6 +126,8 @@ class Call:
         "method",
         "owner",
         "phase_timeout",
+        "pool_timeout",
+        "pool_wait",
         "tell_attempt",
     )
 
@@ -132,6 +140,8 @@ class Call:
         self.deadline_kind: DeadlineKind = "total"
         self.deadline_span = math.inf
         self.phase_timeout: float | None = None
+        self.pool_timeout: float | None = None
+        self.pool_wait: PoolWait | None = None
         self.owner: asyncio.Task[Any] | None = None
         self.budget: Budget | None = None
         self.tell_attempt = False
@@ -148,6 +158,7 @@ class Call:
         twin.deadline_kind = self.deadline_kind
         twin.deadline_span = self.deadline_span
         twin.phase_timeout = self.phase_timeout
+        twin.pool_timeout = self.pool_timeout
         twin.budget = self.budget
         twin.tell_attempt = self.tell_attempt
         return twin
@@ -217,13 +228,17 @@ class AsyncSend:
         owner = call.owner
         if owner is None:
             owner = call.owner = asyncio.current_task()
-        attempt = _attempt(request, owner, call)
+        watched = self._sweep is not None
+        attempt = _attempt(request, owner, call, watched)
         if self._stamp is not None:
             self._stamp(attempt, request)
         if self._tell is not None and call.deadline != math.inf:
             self._tell(attempt, call.deadline)
         if call.attempt > 1 and call.tell_attempt:
             _tell_attempt(attempt, call.attempt)
+        wait = call.pool_wait
+        if watched and wait is not None:
+            wait.watch(attempt.extensions)
         try:
             response = await self._inner.handle_async_request(attempt)
         except BaseException:
@@ -275,7 +290,9 @@ class SyncSend:
 
     def handle_sync(self, request: httpx.Request, call: Call) -> httpx.Response:
         """Send one attempt through the sync transport."""
-        attempt = _attempt(request, threading.get_ident(), call)
+        attempt = _attempt(
+            request, threading.get_ident(), call, self._sweep is not None
+        )
         if self._stamp is not None:
             self._stamp(attempt, request)
         if self._tell is not None and call.deadline != math.inf:
@@ -427,7 +444,9 @@ def marked_by(request: httpx.Request, owner: object) -> bool:
     return mark is not None and mark == owner
 
 
-def _attempt(request: httpx.Request, owner: object, call: Call) -> httpx.Request:
+def _attempt(
+    request: httpx.Request, owner: object, call: Call, pooled: bool
+) -> httpx.Request:
     # The request's attributes (its body stream, and its content when read)
     # with headers and extensions of its own: what `httpx.Request(...)` would
     # build from them, without validating again a URL and headers known valid.
@@ -449,12 +468,17 @@ def _attempt(request: httpx.Request, owner: object, call: Call) -> httpx.Request
     extensions[LAYER_MARK] = owner
     seconds = call.phase_timeout
     if seconds is not None:
-        lead = seconds * 0.1
+        # A pool the send sees waits for the bound its timeout set; another
+        # transport's pool (one hiding httpx's) for the attempt's own time.
+        pool = call.pool_timeout if pooled else None
+        if pool is None:
+            pool = seconds
+        lead = pool * 0.1
         extensions["timeout"] = {
             "connect": seconds,
             "read": seconds,
             "write": seconds,
-            "pool": seconds - (lead if lead < POOL_LEAD else POOL_LEAD),
+            "pool": pool - (lead if lead < POOL_LEAD else POOL_LEAD),
         }
     attempt.extensions = extensions
     return attempt

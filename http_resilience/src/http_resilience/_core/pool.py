@@ -32,11 +32,14 @@ transport of your own around httpx's hides its pool: extend httpx's instead.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 import httpx
 
-__all__ = ["Sweeper", "pool_sweeper"]
+__all__ = ["PoolWait", "Sweeper", "pool_sweeper"]
+
+_Trace = Callable[[str, dict[str, Any]], Awaitable[None]]
 
 # httpcore's own classes, known by name: httpx brings httpcore, which this
 # package does not import, nor declare.
@@ -93,6 +96,75 @@ class Sweeper:
         for connection in self.sweep():
             with contextlib.suppress(Exception):
                 connection.close()
+
+
+class PoolWait:
+    """When an async attempt left the queue for a slot of the client's own pool.
+
+    httpcore queues a request that finds every connection taken, and starts
+    its pool timeout afresh each time a queued request is woken and finds the
+    connection gone again, so the wait has no bound of its own. Time in that
+    queue is the client's, not the host's: the attempt's timeout reads here
+    whether the attempt still waits (`queued`) and when it stopped
+    (`left_at`), to start the host's clock only then.
+
+    The wait ends at httpcore's first trace event for the request (it opens a
+    connection, or sends on one it was given), read through the request's
+    ``trace`` extension (`watch`); the caller's own trace callback still gets
+    every event.
+
+    Args:
+        now: The event loop's time.
+
+    Attributes:
+        watched: Whether the attempt went into a pool this can see.
+        left_at: When the attempt left the queue, in loop time; None: not yet.
+        then: Called once the attempt leaves the queue, if set by then.
+    """
+
+    __slots__ = ("_now", "left_at", "then", "watched")
+
+    def __init__(self, now: Callable[[], float]) -> None:
+        self._now = now
+        self.watched = False
+        self.left_at: float | None = None
+        self.then: Callable[[], None] | None = None
+
+    def waited(self, start: float) -> float:
+        """Seconds from `start` (loop time) until the attempt left the queue."""
+        left_at = self.left_at
+        return 0.0 if left_at is None else left_at - start
+
+    @property
+    def queued(self) -> bool:
+        """Whether the attempt is in the pool's queue, no connection begun yet."""
+        return self.watched and self.left_at is None
+
+    def watch(self, extensions: MutableMapping[str, Any]) -> None:
+        """Learn from the attempt's trace events when it leaves the queue.
+
+        Args:
+            extensions: The attempt's own extensions, which httpcore reads
+                afresh for each traced step: once the wait is over the
+                caller's trace callback (or none) is put back.
+        """
+        own: _Trace | None = extensions.get("trace")
+
+        async def trace(name: str, info: dict[str, Any]) -> None:
+            if self.left_at is None:
+                self.left_at = self._now()
+                if own is None:
+                    del extensions["trace"]
+                else:
+                    extensions["trace"] = own
+                then = self.then
+                if then is not None:
+                    then()
+            if own is not None:
+                await own(name, info)
+
+        extensions["trace"] = trace
+        self.watched = True
 
 
 def pool_sweeper(

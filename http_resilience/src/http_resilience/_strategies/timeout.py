@@ -21,13 +21,25 @@ thread-local that the network backend of an `httpx.HTTPTransport` reads at
 every connect, read and write (`_sync_deadline`), and a timeout raised there
 is this deadline passing. It is checked against the clock afterwards as well.
 
-A wait for a connection from the client's own pool is the exception: it says
-nothing about the host. When the pipeline owns time, the attempt's pool
-timeout ends `POOL_LEAD` before its deadline (`Send`), so httpx raises
-`httpx.PoolTimeout` before the cut fires, and the timeout passes it on as it
-is: the retry and the breaker take it for the self-caused error it is, whether
-the attempt's deadline or the total one was nearer. A pool wait the cut still
-interrupts (an event loop stalled past the lead) ends as the deadline passing.
+A wait for a connection from the client's own pool is no time of the host's,
+so the attempt's clock starts when the attempt leaves the pool's queue (the
+rule Envoy's per-try timeout keeps, started once the pool hands over a
+connection): the attempt timeout bounds the host's time, and the wait for a
+slot is bounded apart, by the deadline around the attempt's (the total timeout,
+a deadline scope) or, with none, by the attempt timeout once more. A wait cut
+at that bound never reached the host: a local refusal, `RateLimitedError` with
+reason ``"concurrency_limit"`` and a `RejectionEvent`, which the breaker never
+counts and the retry never sends into the same full pool; with the pipeline
+owning time, an `httpx.PoolTimeout` (the pool's own bound, set `POOL_LEAD`
+sooner) is that refusal too. httpcore restarts its pool timeout each time a
+queued request is woken and finds the connection taken, so the bound is the
+cut's, not httpcore's.
+
+An async attempt learns when it left the queue from httpcore's first trace
+event for it (`PoolWait`); a sync one at its first socket operation
+(`AttemptDeadline.due`). Either only sees httpx's own transports' pools
+(`pool_sweeper`); through any other transport the attempt's clock starts with
+the attempt.
 """
 
 from __future__ import annotations
@@ -49,6 +61,7 @@ from http_resilience._core.builder import BuildContext, Placement
 from http_resilience._core.classify import mark_final
 from http_resilience._core.clock import (
     ATTEMPT_DEADLINE,
+    AttemptDeadline,
     Clock,
     SystemClock,
     reader,
@@ -57,6 +70,7 @@ from http_resilience._core.clock import (
 from http_resilience._core.durations import Duration, DurationInput
 from http_resilience._core.errors import (
     AttemptTimeoutError,
+    RateLimitedError,
     ResilienceError,
     TotalTimeoutError,
 )
@@ -69,6 +83,7 @@ from http_resilience._core.pipeline import (
     close_quietly,
     close_quietly_sync,
 )
+from http_resilience._core.pool import PoolWait
 from http_resilience._core.telemetry import Telemetry
 
 __all__ = [
@@ -101,7 +116,7 @@ class Deadline:
         telemetry: Where the `TimeoutEvent` goes.
         own_time: Set the attempt's httpx phase timeouts to the time left, and
             read an httpx timeout as this deadline passing (but
-            `httpx.PoolTimeout`, which is passed on).
+            `httpx.PoolTimeout`: the pool's refusal, `pool_refused`).
     """
 
     __slots__ = (
@@ -134,10 +149,17 @@ class Deadline:
         self.own_time = own_time
 
     def narrow(self, call: Call) -> float:
-        """Narrow the call's deadline to this timeout's; the seconds left."""
+        """Narrow the call's deadline to this timeout's; the seconds left.
+
+        With `own_time`, ``call.pool_timeout`` is the bound of a wait for a
+        slot of the client's own pool: for an attempt timeout, the time the
+        deadline around it leaves (its own, when none is around it); for a
+        total timeout, its own, since it bounds the whole call.
+        """
         now = self.now()
         seconds = self.seconds
-        if now + seconds < call.deadline:
+        around = call.deadline
+        if now + seconds < around:
             call.deadline = now + seconds
             call.deadline_kind = self.kind
             call.deadline_span = seconds
@@ -147,6 +169,8 @@ class Deadline:
             left = call.deadline - now
         if self.own_time:
             call.phase_timeout = max(left, 0.0)
+            wait = around - now if self.moves(around) else left
+            call.pool_timeout = max(wait, 0.0)
         return left
 
     def late(self, call: Call) -> bool:
@@ -164,6 +188,47 @@ class Deadline:
             isinstance(exc, httpx.TimeoutException)
             and not isinstance(exc, httpx.PoolTimeout)
             and (self.own_time or passed)
+        )
+
+    def moves(self, around: float) -> bool:
+        """Whether this deadline starts once the attempt leaves the pool's queue.
+
+        An attempt timeout's does, within a deadline `around` it; a total
+        timeout's, the caller's whole time, never does.
+        """
+        return self.kind == "attempt" and around != math.inf
+
+    def late_after(self, call: Call, queued: float, around: float) -> bool:
+        """Whether the clock has passed the call's deadline, moved by a pool wait.
+
+        Args:
+            call: The call, its deadline the attempt's from its start.
+            queued: Seconds the attempt waited for a slot of the own pool.
+            around: The deadline around the attempt's, which bounds it still.
+        """
+        deadline = call.deadline + queued
+        return self.now() > (deadline if deadline < around else around)
+
+    def pool_refused(
+        self, call: Call, kind: DeadlineKind, span: float
+    ) -> RateLimitedError:
+        """Report a wait for the client's own pool run out; the error to raise.
+
+        The attempt never reached the host: the client's own overload, as a
+        full concurrency limiter is. A `RejectionEvent` with reason
+        ``"concurrency_limit"``; the error is no breaker evidence and is not
+        retried into the same full pool.
+
+        Args:
+            call: The call whose attempt waited.
+            kind: The timeout that bounded the wait.
+            span: Its length, in seconds.
+        """
+        self.telemetry.rejection(call.method, call.host, "concurrency_limit")
+        return RateLimitedError(
+            f"{call.where()}: no connection of the client's own pool came free "
+            f"within the {kind} timeout of {span:g} s; the request was not sent",
+            reason="concurrency_limit",
         )
 
     def expired(self, call: Call) -> ResilienceError:
@@ -199,24 +264,24 @@ class Narrowing:
     async def handle(self, request: httpx.Request, call: Call) -> httpx.Response:
         """Run the inner handler under the narrowed deadline."""
         deadline, kind, span = call.deadline, call.deadline_kind, call.deadline_span
-        phase_timeout = call.phase_timeout
+        phase_timeout, pool_timeout = call.phase_timeout, call.pool_timeout
         self._deadline.narrow(call)
         try:
             return await self._next.handle(request, call)
         finally:
             call.deadline, call.deadline_kind, call.deadline_span = deadline, kind, span
-            call.phase_timeout = phase_timeout
+            call.phase_timeout, call.pool_timeout = phase_timeout, pool_timeout
 
     def handle_sync(self, request: httpx.Request, call: Call) -> httpx.Response:
         """Run the inner handler under the narrowed deadline."""
         deadline, kind, span = call.deadline, call.deadline_kind, call.deadline_span
-        phase_timeout = call.phase_timeout
+        phase_timeout, pool_timeout = call.phase_timeout, call.pool_timeout
         self._deadline.narrow(call)
         try:
             return self._next_sync.handle_sync(request, call)
         finally:
             call.deadline, call.deadline_kind, call.deadline_span = deadline, kind, span
-            call.phase_timeout = phase_timeout
+            call.phase_timeout, call.pool_timeout = phase_timeout, pool_timeout
 
 
 class DeadlineTimer:
@@ -258,10 +323,15 @@ class AsyncTimeout:
         self._timer = timer
 
     async def handle(self, request: httpx.Request, call: Call) -> httpx.Response:
-        """Run the inner handler within the deadline."""
+        """Run the inner handler within the deadline.
+
+        The deadline runs from when the attempt leaves the queue for a slot of
+        the client's own pool (`Cut`); a wait cut there is `pool_refused`.
+        """
         rule = self._deadline
         deadline, kind, span = call.deadline, call.deadline_kind, call.deadline_span
-        phase_timeout = call.phase_timeout
+        phase_timeout, pool_timeout = call.phase_timeout, call.pool_timeout
+        pool_wait = call.pool_wait
         left = rule.narrow(call)
         try:
             if left <= 0:
@@ -272,7 +342,14 @@ class AsyncTimeout:
                 task = call.owner = asyncio.current_task(loop)
                 if task is None:  # pragma: no cover - a coroutine runs in a task
                     raise RuntimeError("the resilient transport must run in a task")
-            cut = Cut(task, loop.time() + left)
+            start = loop.time()
+            wait = call.pool_wait = PoolWait(loop.time)
+            # The deadline around this one, on the loop's time; a total timeout
+            # or an attempt timeout with nothing around it ends where it is.
+            around = start + left
+            if rule.kind == "attempt":
+                around += deadline - call.deadline
+            cut = Cut(task, start + left, wait=wait, around=around, span=left)
             self._timer.on(loop).add(cut)
             try:
                 response = await self._next.handle(request, call)
@@ -282,7 +359,13 @@ class AsyncTimeout:
                 if cut.fired:
                     if task.uncancel() and cancelled:
                         raise  # cancelled from outside as well: that wins
+                    if cut.queued:
+                        raise self._refused(call, deadline, kind, span) from None
+                    if cut.by_around and rule.moves(deadline):
+                        call.deadline_kind, call.deadline_span = kind, span
                     raise rule.expired(call) from (None if cancelled else exc)
+                if rule.own_time and isinstance(exc, httpx.PoolTimeout):
+                    raise self._refused(call, deadline, kind, span) from exc
                 if rule.timed_out(exc, False):
                     raise rule.expired(call) from exc
                 raise
@@ -290,13 +373,27 @@ class AsyncTimeout:
             if cut.fired:
                 # The inner code swallowed the cancellation and answered late.
                 task.uncancel()
-            if cut.fired or (rule.check_after and rule.late(call)):
+            if cut.fired or (
+                rule.check_after and rule.late_after(call, wait.waited(start), deadline)
+            ):
                 await close_quietly(response)
+                if cut.by_around and rule.moves(deadline):
+                    call.deadline_kind, call.deadline_span = kind, span
                 raise rule.expired(call)
             return response
         finally:
             call.deadline, call.deadline_kind, call.deadline_span = deadline, kind, span
-            call.phase_timeout = phase_timeout
+            call.phase_timeout, call.pool_timeout = phase_timeout, pool_timeout
+            call.pool_wait = pool_wait
+
+    def _refused(
+        self, call: Call, around: float, kind: DeadlineKind, span: float
+    ) -> RateLimitedError:
+        """The pool's refusal, naming the timeout that bounded the wait."""
+        rule = self._deadline
+        if not rule.moves(around):  # this timeout bounded the wait itself
+            kind, span = call.deadline_kind, call.deadline_span
+        return rule.pool_refused(call, kind, span)
 
 
 class SyncTimeout:
@@ -317,37 +414,90 @@ class SyncTimeout:
         self._deadline = deadline
 
     def handle_sync(self, request: httpx.Request, call: Call) -> httpx.Response:
-        """Run the inner handler, its socket operations held to the deadline."""
+        """Run the inner handler, its socket operations held to the deadline.
+
+        The deadline runs from the attempt's first socket operation, once it
+        has left the queue for a slot of the client's own pool
+        (`AttemptDeadline.due`); a wait that outlasts its bound is
+        `Deadline.pool_refused`.
+        """
         rule = self._deadline
         deadline, kind, span = call.deadline, call.deadline_kind, call.deadline_span
-        phase_timeout = call.phase_timeout
+        phase_timeout, pool_timeout = call.phase_timeout, call.pool_timeout
         left = rule.narrow(call)
         try:
             if left <= 0:
                 raise rule.expired(call)
             # The deadline on the sockets' clock, which the pipeline's keeps too
             # unless it is another clock (then: the time left, from now on).
-            when = call.deadline if rule.real_time else real_time() + left
+            start = real_time()
+            when = call.deadline if rule.real_time else start + left
+            # An attempt timeout starts at the first socket operation, within
+            # the deadline around it; a total timeout ends where it is.
+            moves = rule.kind == "attempt"
+            around = when + (deadline - call.deadline) if moves else math.inf
+            queue_end = around if around != math.inf else when
             held = ATTEMPT_DEADLINE
-            outer = held.when
-            if outer is not None and outer < when:
-                when = outer  # an attempt of another client around this one
-            held.when = when
+            outer = (
+                held.when,
+                held.span,
+                held.bound,
+                held.queue_end,
+                held.left_at,
+                held.queued_out,
+            )
+            if outer[0] is not None:
+                # An attempt of another client around this one bounds it.
+                when, around = min(when, outer[0]), min(around, outer[0])
+                queue_end = min(queue_end, outer[0])
+            held.when, held.span, held.bound = when, left if moves else None, around
+            held.queue_end, held.left_at, held.queued_out = queue_end, None, False
             try:
                 response = self._next.handle_sync(request, call)
             except Exception as exc:
-                if rule.timed_out(exc, real_time() >= when):
+                if held.queued_out or (
+                    rule.own_time and isinstance(exc, httpx.PoolTimeout)
+                ):
+                    if not rule.moves(deadline):  # it bounded the wait itself
+                        kind, span = call.deadline_kind, call.deadline_span
+                    raise rule.pool_refused(call, kind, span) from exc
+                if rule.timed_out(exc, real_time() >= held.when):
+                    if _by_around(held, left):
+                        call.deadline_kind, call.deadline_span = kind, span
                     raise rule.expired(call) from exc
                 raise
             finally:
-                held.when = outer
-            if rule.late(call):
+                queued = _queued(held, start)
+                by_around = _by_around(held, left)
+                (
+                    held.when,
+                    held.span,
+                    held.bound,
+                    held.queue_end,
+                    held.left_at,
+                    held.queued_out,
+                ) = outer
+            if rule.late_after(call, queued, deadline):
                 close_quietly_sync(response)
+                if by_around:
+                    call.deadline_kind, call.deadline_span = kind, span
                 raise rule.expired(call)
             return response
         finally:
             call.deadline, call.deadline_kind, call.deadline_span = deadline, kind, span
-            call.phase_timeout = phase_timeout
+            call.phase_timeout, call.pool_timeout = phase_timeout, pool_timeout
+
+
+def _queued(held: AttemptDeadline, start: float) -> float:
+    """Seconds from `start` to the attempt's first socket operation (0: none)."""
+    left_at = held.left_at
+    return 0.0 if left_at is None else left_at - start
+
+
+def _by_around(held: AttemptDeadline, span: float) -> bool:
+    """Whether the deadline around the attempt's cut its host's time short."""
+    left_at = held.left_at
+    return left_at is not None and left_at + span > held.bound
 
 
 # The loop runs a timer up to its clock's resolution early; so does the queue.
@@ -357,27 +507,107 @@ _RESOLUTION: Final = time.get_clock_info("monotonic").resolution
 class Cut:
     """One attempt's deadline: cancels the attempt's task when it passes.
 
+    Given the attempt's `PoolWait`, the deadline runs from when the attempt
+    leaves the queue for a slot of the client's own pool, never past
+    `around`: a cut due while the attempt still waits moves to the end of
+    the wait (`around`, or with nothing around, the deadline itself), and
+    one due after it left moves to `span` seconds from then.
+
+    Args:
+        task: The attempt's task.
+        when: The deadline, in the loop's time.
+        wait: The attempt's wait for a pool slot; None: the deadline is fixed.
+        around: The deadline around this one, in the loop's time.
+        span: The attempt's seconds.
+
     Attributes:
         when: The deadline, in the loop's time.
         done: Whether the attempt ended, or was cut.
         fired: Whether the deadline passed while the attempt ran.
+        queued: Whether the cut came while the attempt waited for a slot.
+        by_around: Whether the deadline around this one made the cut.
     """
 
-    __slots__ = ("_timer", "done", "fired", "task", "when")
+    __slots__ = (
+        "_timer",
+        "around",
+        "by_around",
+        "done",
+        "fired",
+        "queued",
+        "span",
+        "task",
+        "wait",
+        "when",
+    )
 
-    def __init__(self, task: asyncio.Task[Any], when: float) -> None:
+    def __init__(
+        self,
+        task: asyncio.Task[Any],
+        when: float,
+        *,
+        wait: PoolWait | None = None,
+        around: float = math.inf,
+        span: float = 0.0,
+    ) -> None:
         self.task = task
         self.when = when
+        self.wait = wait
+        self.around = around
+        self.span = span
         self.fired = False
         self.done = False
+        self.queued = False
+        self.by_around = False
         self._timer: asyncio.TimerHandle | None = None
 
     def fire(self) -> None:
-        """The deadline passed: cancel the attempt, unless it already ended."""
-        if not self.done:
-            self.done = True
-            self.fired = True
-            self.task.cancel()
+        """The deadline passed: cancel the attempt, unless it ended or waits.
+
+        An attempt still queued for a slot, or one that left the queue less
+        than its span ago, is cut later instead (`_later`).
+        """
+        if self.done:
+            return
+        wait = self.wait
+        if wait is not None and wait.watched and self._later(wait):
+            return
+        self.done = True
+        self.fired = True
+        self.task.cancel()
+
+    def _later(self, wait: PoolWait) -> bool:
+        """Move the cut to the end of the pool wait or of the host's time.
+
+        Returns:
+            Whether it moved: False, it is due now.
+        """
+        loop = self.task.get_loop()
+        left_at = wait.left_at
+        around = self.around
+        if left_at is None:
+            end = around if around != math.inf else self.when
+            self.queued = True
+            wait.then = self._left
+        else:
+            end = left_at + self.span
+            if end >= around:
+                end, self.by_around = around, True
+        if end <= loop.time() + _RESOLUTION:
+            return False
+        self.when = end
+        self.queued = self.by_around = False
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = loop.call_at(end, self.fire)
+        return True
+
+    def _left(self) -> None:
+        """The attempt left the queue after its cut was moved: move it again."""
+        if not self.done and self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+            self.fire()
 
     def arm(self, loop: asyncio.AbstractEventLoop) -> None:
         """Give this cut a loop timer of its own."""

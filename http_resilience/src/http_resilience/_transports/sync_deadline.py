@@ -10,7 +10,9 @@ So the deadline goes where the thread blocks. While a sync attempt runs, its
 each connect, TLS handshake, read and write the thread makes the time left as
 its timeout (never more than httpx's own), and raises httpx's timeout once
 none is left. No thread and no timer: a thread-local read per socket
-operation, and a clock read while a deadline is set.
+operation, and a clock read while a deadline is set. The first operation of
+an attempt starts its clock (`AttemptDeadline.due`): the time before it was
+spent waiting for a slot of the client's own pool, which is not the host's.
 
 httpx builds its connection pool itself and takes no network backend, so the
 backend is set on the pool it built (``transport._pool._network_backend``):
@@ -117,7 +119,7 @@ class DeadlineStream:
         Raises:
             httpx.ReadTimeout: No time is left.
         """
-        when = ATTEMPT_DEADLINE.when
+        when = ATTEMPT_DEADLINE.due()
         if when is not None:
             timeout = _bounded(when, timeout, httpx.ReadTimeout)
         return self._stream.read(max_bytes, timeout)
@@ -128,7 +130,7 @@ class DeadlineStream:
         Raises:
             httpx.WriteTimeout: No time is left.
         """
-        when = ATTEMPT_DEADLINE.when
+        when = ATTEMPT_DEADLINE.due()
         if when is None:
             self._stream.write(buffer, timeout)
             return
@@ -151,7 +153,7 @@ class DeadlineStream:
         Raises:
             httpx.ConnectTimeout: No time is left.
         """
-        when = ATTEMPT_DEADLINE.when
+        when = ATTEMPT_DEADLINE.due()
         if when is not None:
             timeout = _bounded(when, timeout, httpx.ConnectTimeout)
         return DeadlineStream(
@@ -195,7 +197,7 @@ class DeadlineBackend:
         Raises:
             httpx.ConnectTimeout: No time is left.
         """
-        when = ATTEMPT_DEADLINE.when
+        when = ATTEMPT_DEADLINE.due()
         if when is not None:
             timeout = _bounded(when, timeout, httpx.ConnectTimeout)
         return DeadlineStream(
@@ -216,7 +218,7 @@ class DeadlineBackend:
         Raises:
             httpx.ConnectTimeout: No time is left.
         """
-        when = ATTEMPT_DEADLINE.when
+        when = ATTEMPT_DEADLINE.due()
         if when is not None:
             timeout = _bounded(when, timeout, httpx.ConnectTimeout)
         return DeadlineStream(

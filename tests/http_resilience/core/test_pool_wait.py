@@ -1,0 +1,393 @@
+"""A wait for a slot of the client's own pool is never evidence against the host.
+
+httpcore starts its pool timeout afresh each time a queued request is woken and
+finds the connection taken, so behind a busy pool nothing of httpx's ends the
+wait. The attempt timeout bounds the host's time only: its clock starts when the
+attempt leaves the pool's queue. The wait itself is bounded by the deadline
+around the attempt's (the total timeout), and a wait cut there is a local
+refusal: `RateLimitedError` with reason ``"concurrency_limit"``, a
+`RejectionEvent`, no breaker evidence, no retry into the same full pool, and no
+request sent.
+
+A real uvicorn server on 127.0.0.1 and real httpx pools of one or two
+connections; the real clock, bounded by counts and generous margins.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
+import pytest
+
+from http_resilience import (
+    AsyncResilientTransport,
+    AttemptTimeoutError,
+    BreakerEvent,
+    RateLimitedError,
+    RejectionEvent,
+    ResiliencePipeline,
+    ResilientTransport,
+    RetryEvent,
+    TimeoutEvent,
+    TotalTimeoutError,
+)
+from tests.http_resilience.scripted import Events, options
+from tests.support.fault_server import FaultServer
+
+pytestmark = pytest.mark.anyio
+
+CALLERS = 20
+TWO = httpx.Limits(max_connections=2)
+ONE = httpx.Limits(max_connections=1)
+# A breaker that opens on 2 failures in 2: any evidence at all would open it.
+TOUCHY: dict[str, Any] = {
+    "minimum_throughput": 2,
+    "failure_ratio": 0.5,
+    "break_duration": 30,
+}
+
+
+def outcome(answer: httpx.Response | BaseException) -> str:
+    """What a caller got, as a word to count."""
+    if isinstance(answer, httpx.Response):
+        return str(answer.status_code)
+    if isinstance(answer, RateLimitedError):
+        assert answer.reason == "concurrency_limit"
+        assert "no connection of the client's own pool came free" in str(answer)
+        return "refused"
+    if isinstance(answer, TotalTimeoutError):
+        return "total"
+    return repr(answer)
+
+
+def no_host_evidence(events: Events) -> None:
+    assert events.of(BreakerEvent) == []
+    assert events.of(RetryEvent) == []
+    assert [e.kind for e in events.of(TimeoutEvent) if e.kind == "attempt"] == []
+
+
+async def gather(client: httpx.AsyncClient, url: str) -> Counter[str]:
+    answers = await asyncio.gather(
+        *(client.get(url) for _ in range(CALLERS)), return_exceptions=True
+    )
+    return Counter(outcome(answer) for answer in answers)
+
+
+def gather_sync(client: httpx.Client, url: str) -> Counter[str]:
+    def call(_: int) -> str:
+        try:
+            return outcome(client.get(url))
+        except Exception as error:
+            return outcome(error)
+
+    with ThreadPoolExecutor(CALLERS) as callers:
+        return Counter(callers.map(call, range(CALLERS)))
+
+
+# --- twenty callers on two connections, a slow but healthy host -----------------
+# 20 answers of 0.2 s on 2 connections take 2 s at least: the queue outlasts the
+# 1 s attempt timeout, never the 30 s total timeout.
+
+
+async def test_twenty_callers_on_a_pool_of_two_all_get_their_answer(
+    fault_server: FaultServer,
+) -> None:
+    events = Events()
+    transport = AsyncResilientTransport(
+        httpx.AsyncHTTPTransport(limits=TWO),
+        options=options(attempt_timeout=1.0, **TOUCHY),
+        name="inventory",
+        listeners=[events],
+    )
+    url = f"{fault_server.url}/sleep/0.2?key=pool-wait-healthy"
+    async with httpx.AsyncClient(transport=transport) as client:
+        outcomes = await gather(client, url)
+        after = await client.get(url)
+    assert outcomes == {"200": CALLERS}
+    assert after.status_code == 200
+    no_host_evidence(events)
+    assert events.of(TimeoutEvent) == []
+    assert fault_server.max_in_flight("pool-wait-healthy") <= 2
+
+
+def test_twenty_sync_callers_on_a_pool_of_two_all_get_their_answer(
+    fault_server: FaultServer,
+) -> None:
+    events = Events()
+    transport = ResilientTransport(
+        httpx.HTTPTransport(limits=TWO),
+        options=options(attempt_timeout=1.0, **TOUCHY),
+        name="inventory",
+        listeners=[events],
+    )
+    url = f"{fault_server.url}/sleep/0.2?key=pool-wait-healthy-sync"
+    with httpx.Client(transport=transport) as client:
+        outcomes = gather_sync(client, url)
+        after = client.get(url)
+    assert outcomes == {"200": CALLERS}
+    assert after.status_code == 200
+    no_host_evidence(events)
+    assert events.of(TimeoutEvent) == []
+    assert fault_server.max_in_flight("pool-wait-healthy-sync") <= 2
+
+
+# --- a queue longer than the total timeout: refused here, never sent ------------
+# 20 answers of 0.5 s on 2 connections take 5 s, each caller has 1.5 s: most
+# are still queued when their wait runs out. One that got a connection too late
+# to be answered in time ends in the total timeout, which is no evidence either.
+
+SHORT_TOTAL: dict[str, Any] = {
+    "attempt_timeout": 1.0,
+    "total_request_timeout": 1.5,
+    **TOUCHY,
+}
+
+
+def check_refusals(
+    outcomes: Counter[str], events: Events, hits: Callable[[], int]
+) -> None:
+    assert set(outcomes) <= {"200", "refused", "total"}, outcomes
+    assert sum(outcomes.values()) == CALLERS
+    assert outcomes["refused"] >= 1
+    refusals = [event.reason for event in events.of(RejectionEvent)]
+    assert refusals == ["concurrency_limit"] * outcomes["refused"]
+    no_host_evidence(events)
+    # A refused request never reached the server.
+    assert hits() <= CALLERS - outcomes["refused"]
+
+
+async def test_a_queue_past_the_total_timeout_is_refused_locally(
+    fault_server: FaultServer,
+) -> None:
+    events = Events()
+    transport = AsyncResilientTransport(
+        httpx.AsyncHTTPTransport(limits=TWO),
+        options=options(**SHORT_TOTAL),
+        name="inventory",
+        listeners=[events],
+    )
+    key = "pool-wait-refused"
+    url = f"{fault_server.url}/sleep/0.5?key={key}"
+    async with httpx.AsyncClient(transport=transport) as client:
+        outcomes = await gather(client, url)
+        await fault_server.wait_idle(key)
+        check_refusals(outcomes, events, lambda: fault_server.hits(key))
+        # The breaker stayed closed: the host is called as before.
+        assert (await client.get(url)).status_code == 200
+
+
+def test_a_sync_queue_past_the_total_timeout_is_refused_locally(
+    fault_server: FaultServer,
+) -> None:
+    events = Events()
+    transport = ResilientTransport(
+        httpx.HTTPTransport(limits=TWO),
+        options=options(**SHORT_TOTAL),
+        name="inventory",
+        listeners=[events],
+    )
+    key = "pool-wait-refused-sync"
+    url = f"{fault_server.url}/sleep/0.5?key={key}"
+    with httpx.Client(transport=transport) as client:
+        outcomes = gather_sync(client, url)
+        fault_server.wait_idle_sync(key)
+        check_refusals(outcomes, events, lambda: fault_server.hits(key))
+        assert client.get(url).status_code == 200
+
+
+# --- the attempt's clock starts when it leaves the queue ------------------------
+# One connection: the first call holds it 1.5 s, the second waits that long for
+# it and then takes 1 s on the host. 2.5 s from its start, but the host had it
+# for 1 s of its 2 s attempt timeout: an answer, not an AttemptTimeoutError.
+
+LATE_SLOT: dict[str, Any] = {
+    "attempt_timeout": 2.0,
+    "max_retry_attempts": 0,
+    **TOUCHY,
+}
+
+
+def on_sent(event: threading.Event) -> dict[str, Any]:
+    """Extensions whose trace sets `event` once the request's head is sent."""
+
+    def trace(name: str, info: dict[str, Any]) -> None:
+        if name == "http11.send_request_headers.complete":
+            event.set()
+
+    return {"trace": trace}
+
+
+def on_sent_async(event: asyncio.Event) -> dict[str, Any]:
+    async def trace(name: str, info: dict[str, Any]) -> None:
+        if name == "http11.send_request_headers.complete":
+            event.set()
+
+    return {"trace": trace}
+
+
+async def test_the_attempt_timeout_runs_from_when_the_attempt_got_a_connection(
+    fault_server: FaultServer,
+) -> None:
+    events = Events()
+    transport = AsyncResilientTransport(
+        httpx.AsyncHTTPTransport(limits=ONE),
+        options=options(**LATE_SLOT),
+        name="inventory",
+        listeners=[events],
+    )
+    base = f"{fault_server.url}/sleep"
+    async with httpx.AsyncClient(transport=transport) as client:
+        sent = asyncio.Event()
+        first = asyncio.ensure_future(
+            client.get(f"{base}/1.5?key=late-slot", extensions=on_sent_async(sent))
+        )
+        await sent.wait()
+        second = await client.get(f"{base}/1.0?key=late-slot")
+        assert (await first).status_code == 200
+    assert second.status_code == 200
+    assert events.of(TimeoutEvent) == []
+    no_host_evidence(events)
+
+
+def test_the_sync_attempt_timeout_runs_from_when_it_got_a_connection(
+    fault_server: FaultServer,
+) -> None:
+    events = Events()
+    transport = ResilientTransport(
+        httpx.HTTPTransport(limits=ONE),
+        options=options(**LATE_SLOT),
+        name="inventory",
+        listeners=[events],
+    )
+    base = f"{fault_server.url}/sleep"
+    with httpx.Client(transport=transport) as client, ThreadPoolExecutor(1) as side:
+        sent = threading.Event()
+        first = side.submit(
+            client.get, f"{base}/1.5?key=late-slot-sync", extensions=on_sent(sent)
+        )
+        assert sent.wait(10)
+        second = client.get(f"{base}/1.0?key=late-slot-sync")
+        assert first.result().status_code == 200
+    assert second.status_code == 200
+    assert events.of(TimeoutEvent) == []
+    no_host_evidence(events)
+
+
+async def test_the_host_still_has_only_the_attempt_timeout(
+    fault_server: FaultServer,
+) -> None:
+    # The attempt timeout still bounds the host's time: a host that takes
+    # longer than it is cut, and that is evidence, as it always was.
+    transport = AsyncResilientTransport(
+        httpx.AsyncHTTPTransport(limits=ONE),
+        options=options(attempt_timeout=0.3, max_retry_attempts=0),
+        name="inventory",
+    )
+    async with httpx.AsyncClient(transport=transport) as client:
+        with pytest.raises(
+            AttemptTimeoutError, match=r"attempt 1 timed out after 0\.3 s"
+        ):
+            await client.get(f"{fault_server.url}/sleep/5?key=pool-wait-host-slow")
+
+
+# --- the refusal's message -------------------------------------------------------
+# One connection, held by a streamed answer: the next call can only wait.
+
+WAIT_OPTIONS: dict[str, Any] = {"attempt_timeout": 0.3, "total_request_timeout": 0.5}
+
+
+def refused_message(host: str) -> str:
+    return (
+        f"GET {host} (client 'inventory'): no connection of the client's own "
+        "pool came free within the total timeout of 0.5 s; the request was not sent"
+    )
+
+
+async def test_the_refusal_names_the_client_and_the_timeout_that_bounded_the_wait(
+    fault_server: FaultServer,
+) -> None:
+    events = Events()
+    transport = AsyncResilientTransport(
+        httpx.AsyncHTTPTransport(limits=ONE),
+        options=options(**WAIT_OPTIONS),
+        name="inventory",
+        listeners=[events],
+    )
+    key = "pool-wait-message"
+    url = f"{fault_server.url}/healthy?key={key}"
+    async with (
+        httpx.AsyncClient(transport=transport) as client,
+        client.stream("GET", url) as holding,
+    ):
+        assert holding.status_code == 200
+        with pytest.raises(RateLimitedError) as raised:
+            await client.get(url)
+    assert str(raised.value) == refused_message(fault_server.url)
+    assert raised.value.reason == "concurrency_limit"
+    assert [event.reason for event in events.of(RejectionEvent)] == [
+        "concurrency_limit"
+    ]
+    assert events.of(TimeoutEvent) == []
+    await fault_server.wait_idle(key)
+    assert fault_server.hits(key) == 1
+
+
+def test_the_sync_refusal_names_the_client_and_the_timeout(
+    fault_server: FaultServer,
+) -> None:
+    events = Events()
+    transport = ResilientTransport(
+        httpx.HTTPTransport(limits=ONE),
+        options=options(**WAIT_OPTIONS),
+        name="inventory",
+        listeners=[events],
+    )
+    key = "pool-wait-message-sync"
+    url = f"{fault_server.url}/healthy?key={key}"
+    with (
+        httpx.Client(transport=transport) as client,
+        client.stream("GET", url) as holding,
+    ):
+        assert holding.status_code == 200
+        with pytest.raises(RateLimitedError) as raised:
+            client.get(url)
+    assert str(raised.value) == refused_message(fault_server.url)
+    assert [event.reason for event in events.of(RejectionEvent)] == [
+        "concurrency_limit"
+    ]
+    assert events.of(TimeoutEvent) == []
+    fault_server.wait_idle_sync(key)
+    assert fault_server.hits(key) == 1
+
+
+async def test_a_total_timeout_bounds_the_whole_call_pool_wait_included(
+    fault_server: FaultServer,
+) -> None:
+    # A total timeout (around the retry) that cuts with no attempt timeout inside:
+    # the caller's whole time, so the wait for the connection counts. 1 s queued
+    # and 1 s on the host pass its 1.5 s.
+    pipeline = ResiliencePipeline().add_timeout(1.5).add_retry(max_retry_attempts=1)
+    events = Events()
+    transport = AsyncResilientTransport(
+        httpx.AsyncHTTPTransport(limits=ONE),
+        pipeline=pipeline,
+        name="inventory",
+        listeners=[events],
+    )
+    base = f"{fault_server.url}/sleep"
+    async with httpx.AsyncClient(transport=transport) as client:
+        sent = asyncio.Event()
+        first = asyncio.ensure_future(
+            client.get(f"{base}/1.0?key=lone-total", extensions=on_sent_async(sent))
+        )
+        await sent.wait()
+        with pytest.raises(TotalTimeoutError, match=r"total timeout of 1\.5 s"):
+            await client.get(f"{base}/1.0?key=lone-total")
+        assert (await first).status_code == 200
+    assert [event.kind for event in events.of(TimeoutEvent)] == ["total"]
