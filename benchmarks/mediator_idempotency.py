@@ -48,7 +48,7 @@ from time import perf_counter, perf_counter_ns
 from typing import Any
 
 import sqlalchemy as sa
-from injector import Injector, inject
+from injector import Binder, Injector, inject
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
 from sqlalchemy.orm import Session
@@ -57,6 +57,7 @@ from mediator import (
     AuditSink,
     Command,
     CommandHandler,
+    IdempotencyOptions,
     Mediator,
     MediatorModule,
     idempotent,
@@ -309,6 +310,11 @@ def _add(row: Row, counts: Counts) -> None:
         row.per_send[key] = row.per_send.get(key, 0) + value
 
 
+def _one_caller(binder: Binder) -> None:
+    # A single program sending with no principal: it opts in, as a worker does.
+    binder.bind(IdempotencyOptions, to=IdempotencyOptions(allow_anonymous=True))
+
+
 def _sync_path(folder: Path) -> list[Row]:
     engine = sa.create_engine(f"sqlite:///{folder / 'sync.db'}")
     metadata.create_all(engine)
@@ -318,7 +324,7 @@ def _sync_path(folder: Path) -> list[Row]:
     module = MediatorModule(
         lambda m: m.add_handler(InsertHandler, IdempotentInsertHandler).use_defaults()
     )
-    injector = Injector([module, SqlAlchemyModule(engine=engine)])
+    injector = Injector([module, SqlAlchemyModule(engine=engine), _one_caller])
     _check_audit_off(injector)
     rows_ = _sync_rows(injector.get(Mediator))
 
@@ -347,7 +353,7 @@ def _async_path(folder: Path) -> list[Row]:
             AsyncInsertHandler, AsyncIdempotentInsertHandler
         ).use_defaults()
     )
-    injector = Injector([module, SqlAlchemyModule(async_engine=engine)])
+    injector = Injector([module, SqlAlchemyModule(async_engine=engine), _one_caller])
     _check_audit_off(injector)
     mediator = injector.get(Mediator)
     with asyncio.Runner() as runner:

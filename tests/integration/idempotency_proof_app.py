@@ -194,9 +194,9 @@ def build_mediator(
         def configure(self, binder: Binder) -> None:
             binder.bind(Hooks, to=InstanceProvider(bound_hooks))
             binder.bind(WallClock, to=InstanceProvider(bound_clock))
-            binder.bind(
-                IdempotencyOptions, to=InstanceProvider(IdempotencyOptions(lease=LEASE))
-            )
+            # The proof's workers send without a principal: they opt in.
+            options = IdempotencyOptions(lease=LEASE, allow_anonymous=True)
+            binder.bind(IdempotencyOptions, to=InstanceProvider(options))
 
     # The handlers of the side that has an engine: each needs its own session.
     handlers: list[type[Any]] = []
@@ -251,6 +251,7 @@ def create_app(
         IdempotencyKeyMiddleware,
         store_factory=(lambda: store) if keep_answers else None,
         required=["/orders"],
+        anonymous=["/"],  # most proofs post without a principal
     )
     app.add_middleware(RequestContextMiddleware, principal=tenant_of)
     return app

@@ -423,15 +423,20 @@ async def test_one_key_in_two_tenants_is_two_operations(
     mediator = build_mediator(async_engine=async_engine)
     request = PlaceOrder(request_id=KEY, sku="A")
     outcomes: list[str] = []
-    for user, tenant in (("ada", "t-1"), ("bob", "t-2"), ("eve", "t-1")):
+    callers = (("ada", "t-1"), ("bob", "t-2"), ("eve", "t-1"), ("ada", "t-1"))
+    for user, tenant in callers:
         with acting_as(Principal(user, claims={"tenant": tenant})):
             outcomes.append(await _send(mediator, request))
 
-    ada, bob = (int(o.split()[1]) for o in outcomes[:2])
-    assert outcomes == [f"created {ada}", f"created {bob}", f"replayed {ada}"]
-    assert [order for order, _ in database.effects()] == [ada, bob]
-    scopes = sorted(record.scope.split("|")[0] for record in database.records())
-    assert scopes == ["t-1", "t-2"]
+    ada, bob, eve = (int(o.split()[1]) for o in outcomes[:3])
+    assert outcomes == [
+        f"created {ada}",
+        f"created {bob}",
+        f"created {eve}",  # another user of t-1: another operation
+        f"replayed {ada}",
+    ]
+    assert [order for order, _ in database.effects()] == [ada, bob, eve]
+    assert len({record.scope for record in database.records()}) == 3
 
 
 async def test_one_key_posted_by_two_tenants_is_two_requests(
@@ -447,21 +452,22 @@ async def test_one_key_posted_by_two_tenants_is_two_requests(
                 json={"sku": "A"},
                 headers={"Idempotency-Key": KEY, "X-User": user},
             )
-            for user in ("ada/t-1", "bob/t-2", "eve/t-1")
+            for user in ("ada/t-1", "bob/t-2", "eve/t-1", "ada/t-1")
         ]
 
-    assert [a.status_code for a in answers] == [201, 201, 201]
+    assert [a.status_code for a in answers] == [201, 201, 201, 201]
     assert [a.headers.get("Idempotent-Replayed") for a in answers] == [
+        None,
         None,
         None,
         "true",
     ]
-    ada, bob, eve = (a.json()["order"] for a in answers)
-    assert ada != bob
-    assert eve == ada
-    assert [order for order, _ in database.effects()] == [ada, bob]
-    tenants = Counter(record.scope.split("|")[0] for record in database.records())
-    assert tenants == {"t-1": 2, "t-2": 2}  # the HTTP answer's and the command's
+    ada, bob, eve, again = (a.json()["order"] for a in answers)
+    assert len({ada, bob, eve}) == 3
+    assert again == ada
+    assert [order for order, _ in database.effects()] == [ada, bob, eve]
+    # The HTTP answer's and the command's, for each of the three callers.
+    assert len({record.scope for record in database.records()}) == 6
 
 
 # --- 5. bad keys ----------------------------------------------------------------------

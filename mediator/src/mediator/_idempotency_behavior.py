@@ -17,7 +17,13 @@ from typing import (
 )
 
 from injector import inject
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    model_validator,
+)
 
 from mediator._behavior import Next, SyncNext
 from mediator._clock import SystemWallClock, WallClock
@@ -28,6 +34,7 @@ from mediator._errors import (
     ConflictError,
     DomainError,
     FieldError,
+    ForbiddenError,
     IdempotencyKeyMismatchError,
     SyncPathError,
     UnresolvableDependencyError,
@@ -36,12 +43,13 @@ from mediator._errors import (
 from mediator._fingerprint import fingerprint
 from mediator._idempotency import (
     ActiveSend,
+    ScopeMode,
     is_idempotent,
     key_field_of,
     key_of,
     mark_replay,
     running,
-    tenant_of,
+    scope_of,
 )
 from mediator._idempotency_outcome import Outcomes, error_outcome
 from mediator._idempotency_store import (
@@ -60,6 +68,7 @@ from mediator._wiring import Wiring
 __all__ = [
     "DEFAULT_LEASE",
     "DEFAULT_RETENTION",
+    "DEFAULT_SCOPE",
     "MAX_RETENTION",
     "IdempotencyBehavior",
     "IdempotencyOptions",
@@ -70,6 +79,8 @@ DEFAULT_LEASE: Final = timedelta(seconds=60)
 MAX_RETENTION: Final = timedelta(days=3650)
 """The longest retention (and so lease) taken: ten years. A longer one would
 put a record's expiry past what a database's timestamps hold."""
+DEFAULT_SCOPE: Final[ScopeMode] = "principal"
+"""Whose record a key is by default: each principal's own."""
 
 
 def _not_a_bool(value: object) -> object:
@@ -82,7 +93,7 @@ _Duration = Annotated[timedelta, BeforeValidator(_not_a_bool)]
 
 
 class IdempotencyOptions(BaseModel):
-    """How long `IdempotencyBehavior` keeps a key's record, and holds a claim.
+    """Whose a key's record is, how long it is kept, and how long a claim holds.
 
     Bind an instance to change them
     (``binder.bind(IdempotencyOptions, to=IdempotencyOptions(lease=120))``);
@@ -98,13 +109,30 @@ class IdempotencyOptions(BaseModel):
             the handler. Make it longer than the handler's longest run with
             all its retries. Default 60 s; at most `retention`, which is at
             most ten years (`MAX_RETENTION`).
+        scope: Whose record a key is. ``"principal"`` (the default): each
+            principal's own, within its tenant; the same key sent by two
+            users is two operations. ``"tenant"``: shared by the users of one
+            tenant (the principal's ``claims["tenant"]``), for services whose
+            users act for their tenant; a principal without a tenant claim
+            is still its own scope, apart from every tenant.
+        allow_anonymous: Whether an ``@idempotent`` command may be sent with
+            no principal. False (the default): such a send raises
+            `ForbiddenError` (401 over HTTP) and nothing is stored, because
+            every anonymous caller would share the records. True, for a
+            worker or a script that sends without a principal: the
+            anonymous sends are one scope of their own.
 
     Durations take a `timedelta`, a number of seconds or ISO 8601 (``"PT2M"``).
 
     Raises:
         pydantic.ValidationError: On construction: a duration that is not
-            positive, a retention over ten years, or `lease` longer than
-            `retention` (both named).
+            positive, a retention over ten years, `lease` longer than
+            `retention` (both named), or a `scope` that is neither
+            ``"principal"`` nor ``"tenant"``.
+
+    Example:
+        >>> IdempotencyOptions(scope="tenant", allow_anonymous=True).scope
+        'tenant'
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -113,6 +141,8 @@ class IdempotencyOptions(BaseModel):
         default=DEFAULT_RETENTION, gt=timedelta(0), le=MAX_RETENTION
     )
     lease: _Duration = Field(default=DEFAULT_LEASE, gt=timedelta(0))
+    scope: ScopeMode = DEFAULT_SCOPE
+    allow_anonymous: bool = False
 
     if TYPE_CHECKING:
         # What type checkers see: durations in every form pydantic reads, read
@@ -122,6 +152,8 @@ class IdempotencyOptions(BaseModel):
             *,
             retention: timedelta | float | str = DEFAULT_RETENTION,
             lease: timedelta | float | str = DEFAULT_LEASE,
+            scope: ScopeMode = DEFAULT_SCOPE,
+            allow_anonymous: bool = False,
         ) -> None: ...
 
     @model_validator(mode="after")
@@ -139,6 +171,7 @@ class _Plan:
     """What one ``@idempotent`` type needs per send, worked out once."""
 
     operation: str
+    parts: tuple[tuple[str, str], ...]
     field: str | None
     outcomes: Outcomes
 
@@ -149,10 +182,14 @@ class IdempotencyBehavior:
     At stage IDEMPOTENCY, between authorization and retry: a retry's attempts
     all run under the one claim. For each send it takes the key (the field
     named by ``@idempotent(key=...)``, else the one set with
-    `idempotency_key`), the scope (the tenant, from the principal's
-    ``claims["tenant"]``, else its id, else ``""`` when anonymous, so that all
-    anonymous callers share one tenant; and the command's type) and the
-    request's fingerprint, and claims the key in the bound store:
+    `idempotency_key`), the scope and the request's fingerprint, and claims
+    the key in the bound store. The scope is who sends (with
+    `IdempotencyOptions.scope` ``"principal"``, the default: the principal's
+    id and its ``claims["tenant"]``; with ``"tenant"``: the tenant, else the
+    principal's id, kept apart from any tenant) and the command's type,
+    encoded so that no two callers can share one. A send with no principal
+    raises `ForbiddenError` unless `IdempotencyOptions.allow_anonymous` is
+    set, and then all anonymous sends are one scope. Then, for the claim:
 
     - new (or its lease expired): the handler runs. For a `@transactional`
       command, the claim is completed with the response in the unit of work's
@@ -169,7 +206,8 @@ class IdempotencyBehavior:
 
     No key, or a bad one: `ValidationError`, and nothing is stored. Applies to
     ``@idempotent`` types only; `IdempotencyOptions` (bound, or the defaults)
-    sets the lease and the retention, and a bound `WallClock` the time.
+    sets the scope, the anonymous rule, the lease and the retention, and a
+    bound `WallClock` the time.
     """
 
     stage: ClassVar[Stage] = Stage.IDEMPOTENCY
@@ -215,8 +253,10 @@ class IdempotencyBehavior:
             raise ConfigurationError(
                 f"{name} is @idempotent but its response type cannot be stored: {error}"
             ) from error
+        operation = f"{request_type.__module__}:{request_type.__qualname__}"
         self._plans[request_type] = _Plan(
-            f"{request_type.__module__}:{request_type.__qualname__}",
+            operation,
+            (("command", operation),),
             key_field_of(request_type),
             outcomes,
         )
@@ -317,8 +357,19 @@ class IdempotencyBehavior:
     def _prepare(self, request: Any) -> tuple[_Plan, str, str, str]:
         """The plan, scope, key and fingerprint of one send; a bad key raises."""
         plan = self._plans[type(request)]
+        options = self._options
+        principal = self._principals.current()
+        if principal is None and not options.allow_anonymous:
+            # Before the key: who calls is what the caller must fix first.
+            raise ForbiddenError(
+                f"{type(request).__qualname__} is @idempotent and was sent with no "
+                "principal: every anonymous caller would share its records. Send "
+                "it as a principal (acting_as), or bind "
+                "IdempotencyOptions(allow_anonymous=True) for a worker that sends "
+                "without one"
+            )
         key, _ = key_of(request, plan.field)
-        tenant = tenant_of(self._principals.current())
+        scope = scope_of(principal, plan.parts, mode=options.scope)
         try:
             print_ = fingerprint(request, exclude=plan.field)
         except ValueError as error:
@@ -326,7 +377,7 @@ class IdempotencyBehavior:
                 f"{type(request).__qualname__} cannot be fingerprinted",
                 [FieldError((), str(error))],
             ) from error
-        return plan, f"{tenant}|{plan.operation}", key, print_
+        return plan, scope, key, print_
 
     def _sync_store(self) -> IdempotencyStore:
         if self._sync is None:

@@ -3,9 +3,9 @@
 The contract between the behavior (in `mediator`) and a store (the SQLAlchemy
 one is in `mediator.sqlalchemy`). A store keeps one record per (scope, key):
 
-- ``scope``: who and what, ``"<tenant>|<operation>"``. The tenant comes from
-  the authenticated principal, never from a client's header; the operation
-  is the request type's qualified name. The same key in two scopes is two
+- ``scope``: who and what, as ``"s1:"`` and 64 hex digits (a digest of the
+  caller's parts, taken from the authenticated principal, never from a
+  client's header, and of the operation). The same key in two scopes is two
   operations.
 - ``key``: the idempotency key (1 to `MAX_KEY_LENGTH` visible ASCII
   characters; the behavior checks it before a store sees it).

@@ -28,6 +28,7 @@ from mediator import (
     TransientDatabaseError,
     current_idempotency_key,
 )
+from mediator._idempotency import ScopeMode, scope_of
 from mediator.asgi import (
     DomainErrorMiddleware,
     IdempotencyKeyMiddleware,
@@ -175,6 +176,9 @@ class Orders:
 
 
 def keyed(store: FakeStore, app: App, **options: Any) -> IdempotencyKeyMiddleware:
+    # Most tests here are about what is kept, sent by one anonymous caller: they
+    # opt in. The callers' scopes have tests of their own.
+    options.setdefault("anonymous", ["/"])
     return IdempotencyKeyMiddleware(
         app, store_factory=lambda: store, now=lambda: NOW, **options
     )
@@ -481,15 +485,16 @@ async def test_the_claim_is_scoped_by_route_and_told_the_times() -> None:
         ),
         path="/orders/7",
     )
+    scope = http_scope(None, "/orders/7")
     assert store.calls[0] == (
         "claim",
-        "|HTTP POST /orders/7",
+        scope,
         KEY,
         NOW,
         timedelta(seconds=30),
         timedelta(days=2),
     )
-    assert store.calls[1] == ("finish", "|HTTP POST /orders/7", KEY, NOW)
+    assert store.calls[1] == ("finish", scope, KEY, NOW)
 
 
 async def test_the_kept_answer_is_status_headers_and_base64_body() -> None:
@@ -560,45 +565,131 @@ def principal_of(scope: Scope) -> Principal | None:
     return Principal(user.decode(), claims=claims)
 
 
+def http_scope(
+    principal: Principal | None,
+    path: str = "/orders",
+    mode: ScopeMode = "principal",
+    method: str = "POST",
+) -> str:
+    return scope_of(principal, (("http", method), ("path", path)), mode=mode)
+
+
 @pytest.mark.parametrize(
-    ("headers", "tenant"),
+    ("headers", "principal"),
     [
-        ({}, ""),
-        ({"X-User": "u-1"}, "u-1"),
-        ({"X-User": "u-1", "X-Tenant": "acme"}, "acme"),
+        ({}, None),
+        ({"X-User": "u-1"}, Principal("u-1")),
+        (
+            {"X-User": "u-1", "X-Tenant": "acme"},
+            Principal("u-1", claims={"tenant": "acme"}),
+        ),
     ],
 )
-async def test_the_tenant_comes_from_the_principal(
-    headers: dict[str, str], tenant: str
+async def test_the_scope_comes_from_the_principal(
+    headers: dict[str, str], principal: Principal | None
 ) -> None:
     store = FakeStore()
     app = RequestContextMiddleware(keyed(store, Orders()), principal=principal_of)
     await post(app, headers=headers)
-    assert store.calls[0][1] == f"{tenant}|HTTP POST /orders"
+    assert store.calls[0][1] == http_scope(principal)
+    assert store.calls[0][1].startswith("s1:")
+    assert len(store.calls[0][1]) == 67
 
 
 async def test_the_principal_left_in_the_scope_is_read_too() -> None:
     store = FakeStore()
     middleware = keyed(store, Orders())
+    principal = Principal("u-2", claims={"tenant": "t-2"})
 
     async def outside(scope: Scope, receive: Receive, send: Send) -> None:
-        scope["mediator.principal"] = Principal("u-2", claims={"tenant": "t-2"})
+        scope["mediator.principal"] = principal
         await middleware(scope, receive, send)
 
     await post(outside)
-    assert store.calls[0][1] == "t-2|HTTP POST /orders"
+    assert store.calls[0][1] == http_scope(principal)
 
 
-async def test_the_same_key_in_two_tenants_is_two_operations() -> None:
+async def test_the_same_key_from_two_users_of_a_tenant_is_two_operations() -> None:
     app = Orders()
     store = FakeStore()
     middleware = RequestContextMiddleware(keyed(store, app), principal=principal_of)
     acme = await post(middleware, headers={"X-User": "u", "X-Tenant": "acme"})
     other = await post(middleware, headers={"X-User": "u", "X-Tenant": "other"})
     again = await post(middleware, headers={"X-User": "v", "X-Tenant": "acme"})
-    assert (acme.json()["run"], other.json()["run"]) == (1, 2)
+    same = await post(middleware, headers={"X-User": "u", "X-Tenant": "acme"})
+    assert [r.json()["run"] for r in (acme, other, again)] == [1, 2, 3]
+    assert "idempotent-replayed" not in again.headers
+    assert same.headers["idempotent-replayed"] == "true"
+    assert app.runs == 3
+
+
+async def test_with_the_tenant_scope_a_tenants_users_share_an_answer() -> None:
+    app = Orders()
+    store = FakeStore()
+    middleware = RequestContextMiddleware(
+        keyed(store, app, scope="tenant"), principal=principal_of
+    )
+    acme = await post(middleware, headers={"X-User": "u", "X-Tenant": "acme"})
+    again = await post(middleware, headers={"X-User": "v", "X-Tenant": "acme"})
+    named = await post(middleware, headers={"X-User": "acme"})
     assert again.headers["idempotent-replayed"] == "true"
-    assert app.runs == 2
+    assert (acme.json()["run"], named.json()["run"]) == (1, 2)
+    assert store.calls[0][1] == http_scope(
+        Principal("v", claims={"tenant": "acme"}), mode="tenant"
+    )
+
+
+# --- anonymous callers ----------------------------------------------------------------
+
+
+async def test_an_anonymous_keyed_request_is_a_401_and_nothing_is_stored() -> None:
+    app = Orders()
+    store = FakeStore()
+    middleware = IdempotencyKeyMiddleware(
+        app,
+        store_factory=lambda: store,
+        www_authenticate='Bearer realm="shop"',
+    )
+    answer = await post(middleware)
+    assert problem(answer) == (
+        401,
+        "Unauthorized",
+        "A request with an Idempotency-Key needs an authenticated caller.",
+    )
+    assert answer.headers["www-authenticate"] == 'Bearer realm="shop"'
+    assert (app.runs, store.calls) == (0, [])
+
+
+async def test_the_401_carries_no_challenge_unless_given() -> None:
+    answer = await post(IdempotencyKeyMiddleware(Orders(), store_factory=FakeStore))
+    assert answer.status_code == 401
+    assert "www-authenticate" not in answer.headers
+
+
+async def test_without_a_store_an_anonymous_key_is_only_set() -> None:
+    app = Orders()
+    answer = await post(IdempotencyKeyMiddleware(app))
+    assert answer.status_code == 201
+    assert app.keys == [KEY]
+
+
+@pytest.mark.parametrize(
+    "anonymous",
+    [["/orders"], lambda scope: scope["path"].startswith("/orders")],
+    ids=["prefixes", "callable"],
+)
+async def test_routes_named_anonymous_take_anonymous_keys(anonymous: Any) -> None:
+    app = Orders()
+    store = FakeStore()
+    middleware = keyed(store, app, anonymous=anonymous)
+    first = await post(middleware, path="/orders/1")
+    again = await post(middleware, path="/orders/1")
+    elsewhere = await post(middleware, path="/payments")
+    assert again.headers["idempotent-replayed"] == "true"
+    assert first.json() == again.json()
+    assert elsewhere.status_code == 401
+    assert app.runs == 1
+    assert store.calls[0][1] == http_scope(None, "/orders/1")
 
 
 # --- mismatch and in flight ---------------------------------------------------------
@@ -688,10 +779,137 @@ async def test_a_claim_the_store_refuses_for_now_is_a_503() -> None:
     assert inner.runs == 0
 
 
+class Broken(FakeStore):
+    """A store whose every call fails with `error`."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__()
+        self.error = error
+
+    async def claim(
+        self,
+        scope: str,
+        key: str,
+        fingerprint: str,
+        *,
+        now: datetime,
+        lease: timedelta,
+        retention: timedelta,
+    ) -> Claim:
+        raise self.error
+
+
+class DataError(Exception):
+    """What a DB-API driver raises for values it refuses (PEP 249's name)."""
+
+
+@pytest.mark.parametrize(
+    ("error", "status", "detail"),
+    [
+        (
+            OSError(f"connection refused while claiming {KEY}"),
+            503,
+            "This Idempotency-Key could not be checked for now. Try again later.",
+        ),
+        (
+            RuntimeError(f"pool exhausted for {KEY}"),
+            503,
+            "This Idempotency-Key could not be checked for now. Try again later.",
+        ),
+        (
+            ValueError(f"bad value {KEY}"),
+            400,
+            "This request cannot be kept with an Idempotency-Key.",
+        ),
+        (
+            DataError(f"text fields cannot contain NUL: {KEY}"),
+            400,
+            "This request cannot be kept with an Idempotency-Key.",
+        ),
+    ],
+    ids=["os", "runtime", "value", "data"],
+)
+async def test_a_failing_claim_is_a_503_or_a_400_never_a_500(
+    caplog: pytest.LogCaptureFixture, error: Exception, status: int, detail: str
+) -> None:
+    inner = Orders()
+    with caplog.at_level(logging.ERROR, logger="mediator.asgi"):
+        answer = await post(keyed(Broken(error), inner))
+    assert problem(answer)[::2] == (status, detail)
+    assert ("retry-after" in answer.headers) is (status == 503)
+    assert inner.runs == 0
+    [record] = caplog.records
+    assert record.getMessage() == (
+        "could not check the idempotency key of POST /orders (the store raised "
+        f"{type(error).__qualname__})"
+    )
+    assert record.exc_info is None
+    assert KEY not in caplog.text
+
+
+async def test_a_failing_release_is_logged_once_and_the_answer_sent(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class Stuck(FakeStore):
+        async def release(self, scope: str, key: str, token: str) -> None:
+            raise OSError(f"the database went away holding {key}")
+
+    with caplog.at_level(logging.ERROR, logger="mediator.asgi"):
+        answer = await post(keyed(Stuck(), Orders(status=503)))
+    assert answer.status_code == 503
+    [record] = caplog.records
+    assert record.getMessage().endswith("(the store raised OSError)")
+    assert KEY not in caplog.text
+
+
+@pytest.mark.parametrize("status", [201, 500])
+async def test_the_answer_is_settled_before_its_last_chunk_leaves(status: int) -> None:
+    store = FakeStore()
+    seen: list[str] = []
+    middleware = keyed(store, Orders(status=status, chunks=3))
+
+    async def send(message: Message) -> None:
+        if message["type"] == "http.response.body":
+            last = not message.get("more_body", False)
+            seen.append(f"{'last' if last else 'chunk'} after {store.kinds()[1:]}")
+
+    scope: Scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/orders",
+        "query_string": b"",
+        "headers": [(b"idempotency-key", KEY.encode())],
+    }
+    bodies = [{"type": "http.request", "body": b"{}", "more_body": False}]
+
+    async def receive() -> Message:
+        return bodies.pop(0)
+
+    await middleware(scope, receive, send)
+    settled = "finish" if status == 201 else "release"
+    assert seen == ["chunk after []", "chunk after []", f"last after ['{settled}']"]
+    assert store.kinds() == ["claim", settled]
+
+
+async def test_an_error_after_the_answer_was_kept_keeps_it() -> None:
+    store = FakeStore()
+
+    async def then_fails(scope: Scope, receive: Receive, send: Send) -> None:
+        await Orders()(scope, receive, send)
+        raise RuntimeError("a background task failed")
+
+    middleware = keyed(store, then_fails)
+    with pytest.raises(RuntimeError, match="background task"):
+        await call_raw(middleware, [(b"idempotency-key", b"k")])
+    assert store.kinds() == ["claim", "finish"]
+    [record] = store.records.values()
+    assert record.state == "completed"
+
+
 # --- answers not kept: the key is given back ----------------------------------------
 
 
-@pytest.mark.parametrize("status", [500, 503, 408, 409, 425, 429])
+@pytest.mark.parametrize("status", [500, 503, 408, 409, 425, 429, 404, 405])
 async def test_a_try_again_answer_gives_the_key_back(status: int) -> None:
     app = Orders(status=status)
     store = FakeStore()
@@ -703,7 +921,7 @@ async def test_a_try_again_answer_gives_the_key_back(status: int) -> None:
     assert store.records == {}
 
 
-@pytest.mark.parametrize("status", [200, 204, 303, 400, 404, 422])
+@pytest.mark.parametrize("status", [200, 204, 303, 400, 403, 422])
 async def test_a_final_answer_is_kept(status: int) -> None:
     app = Orders(status=status)
     store = FakeStore()
@@ -784,7 +1002,8 @@ async def test_a_failing_finish_is_logged_and_the_answer_still_sent(
     assert response.status_code == 201
     [record] = caplog.records
     assert record.getMessage() == (
-        "could not record the answer to POST /orders with its idempotency key"
+        "could not record the answer to POST /orders with its idempotency key "
+        "(the store raised OSError)"
     )
     assert KEY not in caplog.text
 
@@ -858,6 +1077,7 @@ async def test_a_factory_returning_no_store_is_a_type_error() -> None:
     middleware = IdempotencyKeyMiddleware(
         Orders(),
         store_factory=lambda: object(),  # type: ignore[arg-type,return-value]  # pyright: ignore[reportArgumentType]
+        anonymous=["/"],
     )
     with pytest.raises(TypeError, match="must return an AsyncIdempotencyStore"):
         await post(middleware)
@@ -917,6 +1137,9 @@ def test_the_defaults() -> None:
     assert middleware.retention == timedelta(hours=24)
     assert middleware.required == ()
     assert middleware.replay_headers == ()
+    assert middleware.scope == "principal"
+    assert middleware.anonymous == ()
+    assert middleware.www_authenticate is None
 
 
 @pytest.mark.parametrize(
@@ -926,6 +1149,20 @@ def test_the_defaults() -> None:
         ({"now": "today"}, TypeError, "now must be a callable returning a datetime"),
         ({"required": "/orders"}, TypeError, "required must be a callable"),
         ({"required": 3}, TypeError, "required must be a callable"),
+        ({"anonymous": "/orders"}, TypeError, "anonymous must be a callable"),
+        (
+            {"anonymous": ["orders"]},
+            ValueError,
+            "anonymous path prefixes must be strings starting with '/', got 'orders'",
+        ),
+        ({"scope": "user"}, ValueError, "scope must be 'principal' or 'tenant', got"),
+        ({"scope": ["tenant"]}, ValueError, "scope must be 'principal' or 'tenant'"),
+        ({"www_authenticate": 3}, TypeError, "www_authenticate must be a string"),
+        (
+            {"www_authenticate": "Bearer\r\nX: y"},
+            ValueError,
+            "www_authenticate must be a non-empty header value",
+        ),
         (
             {"required": ["orders"]},
             ValueError,
@@ -1017,7 +1254,9 @@ async def test_concurrent_duplicates_on_sqlite_run_the_app_once(
     await acreate_idempotency_table(engine)
     app = Orders()
     middleware = IdempotencyKeyMiddleware(
-        app, store_factory=lambda: AsyncSqlAlchemyIdempotencyStore(engine)
+        app,
+        store_factory=lambda: AsyncSqlAlchemyIdempotencyStore(engine),
+        anonymous=["/orders"],
     )
     answers: list[httpx.Response] = []
     try:

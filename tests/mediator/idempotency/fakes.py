@@ -256,8 +256,14 @@ class World:
                         AsyncIdempotencyStore,
                         to=InstanceProvider(AsyncMemoryStore(world.store)),
                     )
-                if options is not None:
-                    binder.bind(IdempotencyOptions, to=InstanceProvider(options))
+                # These tests send as one caller, mostly anonymous: they opt in,
+                # as a worker does. The default refusal has tests of its own.
+                binder.bind(
+                    IdempotencyOptions,
+                    to=InstanceProvider(
+                        options or IdempotencyOptions(allow_anonymous=True)
+                    ),
+                )
 
         return Bindings()
 

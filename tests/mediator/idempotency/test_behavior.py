@@ -15,6 +15,7 @@ from mediator import (
     CommandHandler,
     ConfigurationError,
     ConflictError,
+    ForbiddenError,
     IdempotencyKeyMismatchError,
     IdempotencyOptions,
     Mediator,
@@ -33,6 +34,7 @@ from mediator import (
     idempotent,
     is_replay,
 )
+from mediator._idempotency import ScopeMode, scope_of
 from tests.mediator.idempotency.fakes import World
 from tests.mediator.idempotency.shop import (
     HANDLERS,
@@ -48,6 +50,20 @@ from tests.mediator.idempotency.shop import (
 )
 
 pytestmark = pytest.mark.anyio
+
+
+def scope(
+    command: str, principal: Principal | None = None, mode: ScopeMode = "principal"
+) -> str:
+    """The scope the behavior keeps `command` under for `principal`."""
+    return scope_of(
+        principal,
+        (("command", f"tests.mediator.idempotency.shop:{command}"),),
+        mode=mode,
+    )
+
+
+ANONYMOUS_CHARGE = scope("Charge")
 
 
 @dataclass(frozen=True)
@@ -93,7 +109,7 @@ async def test_a_new_key_runs_the_handler_and_completes_before_the_commit(
     assert receipt.cents == 500
     assert receipt.charge_id.startswith("d-")
     assert is_replay() is False
-    record = world.db.records[("|tests.mediator.idempotency.shop:Charge", "k-1")]
+    record = world.db.records[(ANONYMOUS_CHARGE, "k-1")]
     assert record.state == "completed"
     assert record.outcome is not None
     assert record.outcome.kind == "response"
@@ -122,7 +138,7 @@ async def test_a_key_still_running_is_a_conflict(world: World, path: Path) -> No
     mediator = mediator_for(world, path)
     request = Charge(request_id="busy", cents=1)
     world.store.claim(
-        "|tests.mediator.idempotency.shop:Charge",
+        ANONYMOUS_CHARGE,
         "busy",
         _fingerprint_of(request),
         now=world.clock.now(),
@@ -323,7 +339,7 @@ async def test_no_key_at_all_is_a_validation_error(world: World, path: Path) -> 
     assert world.journal == []
 
 
-async def test_the_same_key_in_two_tenants_is_two_operations(
+async def test_the_same_key_from_two_principals_is_two_operations(
     world: World, path: Path
 ) -> None:
     mediator = mediator_for(world, path)
@@ -336,23 +352,117 @@ async def test_the_same_key_in_two_tenants_is_two_operations(
             with acting_as(principal):
                 await path.send(mediator, Note(text="x"))
 
-    assert world.db.effects == ["note x", "note x", "note x"]
-    assert {claim[0] for claim in world.store.claims} == {
-        "|tests.mediator.idempotency.shop:Note",
-        "t-1|tests.mediator.idempotency.shop:Note",
-        "t-2|tests.mediator.idempotency.shop:Note",
-    }
+    assert world.db.effects == ["note x"] * 4  # one tenant's users share nothing
+    assert [claim[0] for claim in world.store.claims] == [
+        scope("Note", ada),
+        scope("Note", bob),
+        scope("Note", eve),
+        scope("Note"),
+    ]
 
 
-async def test_a_principal_without_a_tenant_claim_is_its_own_tenant(
+async def test_with_the_tenant_scope_a_tenants_users_share_an_operation(
     world: World, path: Path
+) -> None:
+    options = IdempotencyOptions(scope="tenant", allow_anonymous=True)
+    mediator = mediator_for(world, path, options=options)
+    ada = Principal("ada", claims={"tenant": "t-1"})
+    bob = Principal("bob", claims={"tenant": "t-1"})
+    eve = Principal("eve", claims={"tenant": "t-2"})
+
+    replays: list[bool] = []
+    with idempotency_key("shared"):
+        for principal in (ada, bob, eve):
+            with acting_as(principal):
+                await path.send(mediator, Note(text="x"))
+                replays.append(is_replay())
+
+    assert replays == [False, True, False]
+    assert world.db.effects == ["note x", "note x"]
+    assert [claim[0] for claim in world.store.claims] == [
+        scope("Note", ada, "tenant"),
+        scope("Note", ada, "tenant"),
+        scope("Note", eve, "tenant"),
+    ]
+
+
+@pytest.mark.parametrize("mode", ["principal", "tenant"])
+async def test_a_principal_named_like_a_tenant_never_gets_its_answer(
+    world: World, path: Path, mode: ScopeMode
+) -> None:
+    mediator = mediator_for(
+        world, path, options=IdempotencyOptions(scope=mode, allow_anonymous=True)
+    )
+
+    with idempotency_key("k"):
+        with acting_as(Principal("u-1", claims={"tenant": "acme"})):
+            first = await path.send(mediator, Charge(cents=5))
+        with acting_as(Principal("acme")):
+            second = await path.send(mediator, Charge(cents=5))
+            assert is_replay() is False
+
+    assert world.db.effects == ["charge 5", "charge 5"]
+    assert first.charge_id != second.charge_id
+    assert world.store.claims[1][0] == scope("Charge", Principal("acme"), mode)
+
+
+@pytest.mark.parametrize(
+    ("ids", "tenants"),
+    [
+        (("a|b", "a"), (None, None)),
+        (("u", "u"), ("t|x", "t")),
+        (("u", 'u"'), ('"t', "t")),
+    ],
+)
+async def test_a_separator_in_an_id_or_a_tenant_forges_no_scope(
+    world: World, path: Path, ids: tuple[str, str], tenants: tuple[str | None, ...]
 ) -> None:
     mediator = mediator_for(world, path)
 
-    with idempotency_key("k"), acting_as(Principal("u-9")):
-        await path.send(mediator, Note(text="x"))
+    with idempotency_key("k"):
+        for id_, tenant in zip(ids, tenants, strict=True):
+            claims = {} if tenant is None else {"tenant": tenant}
+            with acting_as(Principal(id_, claims=claims)):
+                await path.send(mediator, Note(text="x"))
+                assert is_replay() is False
 
-    assert world.store.claims[0][0] == "u-9|tests.mediator.idempotency.shop:Note"
+    assert world.db.effects == ["note x", "note x"]
+
+
+async def test_an_anonymous_send_is_refused_by_default(
+    world: World, path: Path
+) -> None:
+    mediator = mediator_for(world, path, options=IdempotencyOptions())
+
+    with pytest.raises(ForbiddenError) as raised:
+        await path.send(mediator, Charge(request_id="k", cents=1))
+
+    assert str(raised.value) == (
+        "Charge is @idempotent and was sent with no principal: every anonymous "
+        "caller would share its records. Send it as a principal (acting_as), or "
+        "bind IdempotencyOptions(allow_anonymous=True) for a worker that sends "
+        "without one"
+    )
+    assert world.journal == []  # nothing claimed, nothing run
+    with acting_as(Principal("u-1")):
+        await path.send(mediator, Charge(request_id="k", cents=1))
+    assert world.db.effects == ["charge 1"]
+
+
+async def test_anonymous_sends_allowed_are_one_scope_of_their_own(
+    world: World, path: Path
+) -> None:
+    mediator = mediator_for(world, path)  # the fakes opt in
+
+    with idempotency_key("k"):
+        await path.send(mediator, Note(text="x"))
+        await path.send(mediator, Note(text="x"))
+        assert is_replay() is True
+        with acting_as(Principal("")):  # an empty id is not anonymous
+            await path.send(mediator, Note(text="x"))
+            assert is_replay() is False
+
+    assert world.db.effects == ["note x", "note x"]
 
 
 async def test_an_expired_lease_is_taken_over_and_the_first_never_commits(
@@ -365,7 +475,7 @@ async def test_an_expired_lease_is_taken_over_and_the_first_never_commits(
         world.during = None
         world.clock.advance(61)  # past the 60 s lease: another send takes over
         taken = world.store.claim(
-            "|tests.mediator.idempotency.shop:Charge",
+            ANONYMOUS_CHARGE,
             "slow",
             _fingerprint_of(request),
             now=world.clock.now(),
@@ -382,7 +492,7 @@ async def test_an_expired_lease_is_taken_over_and_the_first_never_commits(
         "claim", "begin", "handler", "claim", "complete", "rollback",
     ]  # fmt: skip
     assert world.db.effects == []  # never a second committed effect
-    record = world.db.records[("|tests.mediator.idempotency.shop:Charge", "slow")]
+    record = world.db.records[(ANONYMOUS_CHARGE, "slow")]
     assert (record.state, record.token) == ("pending", "t2")  # not released
 
 
@@ -392,7 +502,7 @@ async def test_a_crashed_claim_is_run_again_after_its_lease(
     mediator = mediator_for(world, path)
     request = Charge(request_id="crashed", cents=7)
     world.store.claim(
-        "|tests.mediator.idempotency.shop:Charge",
+        ANONYMOUS_CHARGE,
         "crashed",
         _fingerprint_of(request),
         now=world.clock.now(),
@@ -497,7 +607,9 @@ async def test_derived_keys_differ_by_purpose_key_and_tenant(world: World) -> No
 
 
 async def test_options_reach_the_store(world: World) -> None:
-    options = IdempotencyOptions(lease=timedelta(minutes=5), retention=3600)
+    options = IdempotencyOptions(
+        lease=timedelta(minutes=5), retention=3600, allow_anonymous=True
+    )
     mediator = build(world, options=options)
 
     mediator.send_sync(Charge(request_id="k", cents=1))

@@ -115,6 +115,13 @@ def test_options_defaults_and_errors() -> None:
     options = IdempotencyOptions()
     assert options.retention == timedelta(hours=24)
     assert options.lease == timedelta(seconds=60)
+    assert options.scope == "principal"
+    assert options.allow_anonymous is False
+    assert IdempotencyOptions(scope="tenant").scope == "tenant"
+    with pytest.raises(
+        pydantic.ValidationError, match="Input should be 'principal' or 'tenant'"
+    ):
+        IdempotencyOptions(scope="user")  # type: ignore[arg-type]
     assert IdempotencyOptions(lease="PT2M").lease == timedelta(minutes=2)
     with pytest.raises(pydantic.ValidationError, match="must not exceed retention"):
         IdempotencyOptions(lease=120, retention=60)

@@ -9,11 +9,12 @@ import hashlib
 import json
 import logging
 import re
-from collections.abc import Callable, Collection
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Final, cast
+from typing import Final, cast, get_args
 
+from mediator._asgi.stack import enter_stack
 from mediator._asgi.types import (
     PRINCIPAL_SCOPE_KEY,
     ASGIApp,
@@ -28,10 +29,11 @@ from mediator._asgi.types import (
 from mediator._clock import utc_now
 from mediator._context import Principal, current_principal
 from mediator._errors import TransientDatabaseError
-from mediator._idempotency import idempotency_key, tenant_of
+from mediator._idempotency import ScopeMode, idempotency_key, scope_of
 from mediator._idempotency_behavior import (
     DEFAULT_LEASE,
     DEFAULT_RETENTION,
+    DEFAULT_SCOPE,
     MAX_RETENTION,
 )
 from mediator._idempotency_store import (
@@ -72,6 +74,9 @@ _NEVER_KEPT: Final = frozenset({b"set-cookie", b"content-length"})
 # them: it is also what a concurrent duplicate gets from the mediator's own
 # IdempotencyBehavior, whose stored outcome answers the retry anyway.
 _TRANSIENT: Final = frozenset({408, 409, 425, 429})
+# No such route (or not with this method): keeping the answer would only let
+# anyone fill the store with keys to paths that do not exist.
+_UNROUTED: Final = frozenset({404, 405})
 _VISIBLE: Final = re.compile(rb"[!-~]{1,%d}" % MAX_KEY_LENGTH)
 # An RFC 8941 string (the IETF draft's form of the header): "..." with \" and \\.
 _SF_STRING: Final = re.compile(rb'"((?:[ !#-\[\]-~]|\\["\\])*)"')
@@ -81,7 +86,10 @@ _METHOD: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _logger = logging.getLogger("mediator.asgi")
 
 Required = Callable[[Scope], bool] | Collection[str]
-"""Which requests must carry a key: a test of the scope, or path prefixes."""
+"""Which requests a rule covers: a test of the scope, or path prefixes."""
+
+_SCOPES: Final = frozenset(get_args(ScopeMode))
+_CHALLENGE: Final = re.compile(r"[\x20-\x7e]+")
 
 
 class _Malformed:
@@ -105,26 +113,40 @@ class IdempotencyKeyMiddleware:
     - a valid key: the app runs inside `idempotency_key` (``@idempotent``
       commands read it), and, given a `store_factory`, the answer is kept:
 
+      - no principal, on a route `anonymous` does not name: 401 (with
+        ``WWW-Authenticate: <www_authenticate>`` when given), the app does not
+        run and nothing is stored: kept under no one, the answer would be
+        every anonymous caller's;
       - the first request with the key claims it and runs the app; its answer
         (status, body, and the headers ``content-type``, ``content-encoding``,
         ``location`` and those named in `replay_headers`; never
         ``set-cookie``) is stored when its status is 200 to 499, except 408,
-        409, 425 and 429, which say to try again;
+        409, 425 and 429, which say to try again, and 404 and 405 (no such
+        route: nothing is kept for it). It is stored before the answer's
+        last body chunk is passed on, so a duplicate sent the moment the
+        answer arrives is replayed;
       - a later request with the key and the same body (and query string)
         gets that answer back without running the app, marked with
         ``Idempotent-Replayed: true``;
       - the key while its first request still runs: 409, with
         ``Retry-After: 1``; the key with another body: 422;
       - the store refusing the claim for now (`TransientDatabaseError`: SQLite
-        locked past its busy timeout, a serialization failure): 503, with
-        ``Retry-After: 1``; the app does not run;
+        locked past its busy timeout, a serialization failure; or any other
+        error of the store): 503, with ``Retry-After: 1``; the store refusing
+        the values (a `ValueError`, a driver's ``DataError``): 400. The app
+        does not run, and the failure is logged (its type, never the key);
       - an answer that is not kept (5xx, one of the four above, a body over
         `max_response_bytes`) or an exception gives the key back (``release``),
-        so that a retry runs the app again.
+        so that a retry runs the app again. A store failing to keep or give
+        back the answer is logged; the caller still gets the answer.
 
-    The key is scoped by tenant and route: ``"<tenant>|HTTP <method> <path>"``,
-    where the tenant is the principal's ``claims["tenant"]``, else its id,
-    else ``""`` for an anonymous caller. Put this middleware inside
+    The key is scoped by caller and route, in the encoding
+    `IdempotencyBehavior` uses too: with `scope` ``"principal"`` the
+    principal's id and its ``claims["tenant"]``, with ``"tenant"`` the tenant
+    (a principal without one stays its own scope, apart from any tenant), or
+    the anonymous marker; then the method and the path. It is stored as a
+    digest (``"s1:"`` and 64 hex digits), so no path or tenant can forge
+    another's scope nor pass a database's limits. Put this middleware inside
     `RequestContextMiddleware` (so the principal is known) and outside
     `DomainErrorMiddleware` (so a domain error's answer is kept too).
 
@@ -153,15 +175,26 @@ class IdempotencyKeyMiddleware:
             it may see its key taken over. Default one minute.
         retention: How long a kept answer is replayed; default 24 hours.
         now: The current time, timezone-aware UTC; the system's by default.
+        scope: Whose answer a key is: ``"principal"`` (the default), each
+            principal's own; ``"tenant"``, shared by the users of a tenant.
+        anonymous: Which requests may store answers with no principal, the
+            anonymous callers then sharing one scope: the same forms as
+            `required`. Default: none (a 401).
+        www_authenticate: The challenge sent in ``WWW-Authenticate`` with
+            that 401, such as ``'Bearer realm="shop"'``; None (the default)
+            sends none.
 
     Raises:
         TypeError: An argument has the wrong type (`app`, `store_factory`,
-            `now` or a `required` that is not callable nor a collection of
-            strings; a single string where a collection is expected).
+            `now`, `www_authenticate`, or a `required` or `anonymous` that is
+            not callable nor a collection of strings; a single string where a
+            collection is expected).
         ValueError: A method or header name is not an HTTP token, `methods`
             is empty, a prefix does not start with ``/``, a limit is not
             positive, `lease` is not positive or `retention` is shorter
-            than `lease`, or `replay_headers` names a refused header.
+            than `lease`, `replay_headers` names a refused header, `scope`
+            is neither ``"principal"`` nor ``"tenant"``, or
+            `www_authenticate` is empty or holds a line break.
 
     Example:
         >>> import asyncio, httpx
@@ -197,6 +230,9 @@ class IdempotencyKeyMiddleware:
         lease: timedelta = DEFAULT_LEASE,
         retention: timedelta = DEFAULT_RETENTION,
         now: Callable[[], datetime] = utc_now,
+        scope: ScopeMode = DEFAULT_SCOPE,
+        anonymous: Required = (),
+        www_authenticate: str | None = None,
     ) -> None:
         check_app(app)
         if store_factory is not None and not callable(store_factory):
@@ -220,13 +256,18 @@ class IdempotencyKeyMiddleware:
         )
         self.lease, self.retention = _checked_times(lease, retention)
         self.now = now
-        self._required = _checked_required(required)
+        self.scope: ScopeMode = _checked_scope(scope)
+        self.anonymous = anonymous
+        self.www_authenticate = _checked_challenge(www_authenticate)
+        self._required = _checked_required(required, "required")
+        self._anonymous = _checked_required(anonymous, "anonymous")
         self._methods = _checked_methods(methods)
         self._header = check_header_name(header, "header")
         self._kept = _ALWAYS_KEPT | _checked_replay_headers(replay_headers)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Check the request's key; run the app with it, or replay its answer."""
+        enter_stack(scope, "IdempotencyKeyMiddleware")
         if scope["type"] != "http" or scope["method"] not in self._methods:
             await self.app(scope, receive, send)
             return
@@ -255,7 +296,23 @@ class IdempotencyKeyMiddleware:
             with idempotency_key(key):
                 await self.app(scope, receive, send)
             return
-        await self._kept_answer(self.store_factory, key, scope, receive, send)
+        principal = _principal(scope)
+        if principal is None and not self._anonymous(scope):
+            # Stored under no one, the answer would be every anonymous caller's.
+            challenge = self.www_authenticate
+            await send_problem(
+                send,
+                401,
+                "Unauthorized",
+                f"A request with an {self.header} needs an authenticated caller.",
+                headers=()
+                if challenge is None
+                else ((b"www-authenticate", challenge.encode("ascii")),),
+            )
+            return
+        await self._kept_answer(
+            self.store_factory, key, principal, scope, receive, send
+        )
 
     def _key_of(self, scope: Scope) -> str | _Malformed | None:
         """The request's key; None when it sent none."""
@@ -274,6 +331,7 @@ class IdempotencyKeyMiddleware:
         self,
         store_factory: Callable[[], AsyncIdempotencyStore],
         key: str,
+        principal: Principal | None,
         scope: Scope,
         receive: Receive,
         send: Send,
@@ -290,7 +348,11 @@ class IdempotencyKeyMiddleware:
                 f"{type(store).__name__}"
             )
         method = scope["method"]
-        name = f"{_tenant(scope)}|HTTP {method} {scope['path']}"
+        name = scope_of(
+            principal,
+            (("http", method), ("path", str(scope["path"]))),
+            mode=self.scope,
+        )
         try:
             claim = await store.claim(
                 name,
@@ -304,13 +366,19 @@ class IdempotencyKeyMiddleware:
             # Outside DomainErrorMiddleware, so answered here as it would be
             # there: SQLite locked past its busy timeout (a duplicate waiting
             # behind a first request's open transaction), a serialization failure.
-            await _send_problem(
-                send,
-                503,
-                "Service Unavailable",
-                f"This {self.header} could not be checked for now. Try again later.",
-                retry_after=True,
-            )
+            await self._unavailable(send)
+            return
+        except Exception as error:
+            _log_store_failure("check the idempotency key of %s %s", scope, error)
+            if _bad_input(error):
+                await _send_problem(
+                    send,
+                    400,
+                    "Bad Request",
+                    f"This request cannot be kept with an {self.header}.",
+                )
+            else:
+                await self._unavailable(send)
             return
         if claim.status == "replay" and claim.outcome is not None:
             await _replay(send, claim.outcome)
@@ -339,30 +407,42 @@ class IdempotencyKeyMiddleware:
                 f"the idempotency store answered a claim with {claim!r}, which "
                 "breaks its contract"
             )
-        capture = _Capture(send, self.max_response_bytes, self._kept)
+
+        async def settle(outcome: StoredOutcome | None) -> None:
+            try:
+                if outcome is None:
+                    await store.release(name, key, token)
+                else:
+                    await store.finish(name, key, token, outcome, now=self.now())
+            except Exception as error:
+                # The caller gets its answer; the claim stays pending until its
+                # lease ends, and a retry then runs the app again.
+                _log_store_failure(
+                    "record the answer to %s %s with its idempotency key", scope, error
+                )
+
+        capture = _Capture(send, self.max_response_bytes, self._kept, settle)
         try:
             with idempotency_key(key):
                 await self.app(scope, _replaying(body, receive), capture.send)
         except BaseException:
-            # The key goes back for a retry; the lease expiring would free it
-            # too, so a failing store must not hide the app's error.
-            with contextlib.suppress(Exception):
-                await store.release(name, key, token)
+            if not capture.settled:
+                # The key goes back for a retry; the lease expiring would free
+                # it too, so a failing store must not hide the app's error.
+                with contextlib.suppress(Exception):
+                    await store.release(name, key, token)
             raise
-        outcome = capture.outcome()
-        try:
-            if outcome is None:
-                await store.release(name, key, token)
-            else:
-                await store.finish(name, key, token, outcome, now=self.now())
-        except Exception:
-            # The caller has its answer; the claim stays pending until its
-            # lease ends, and a retry then runs the app again.
-            _logger.exception(
-                "could not record the answer to %s %s with its idempotency key",
-                method,
-                scope["path"],
-            )
+        if not capture.settled:
+            await settle(None)  # the app never finished its answer
+
+    async def _unavailable(self, send: Send) -> None:
+        await _send_problem(
+            send,
+            503,
+            "Service Unavailable",
+            f"This {self.header} could not be checked for now. Try again later.",
+            retry_after=True,
+        )
 
     async def _body(self, scope: Scope, receive: Receive, send: Send) -> bytes | None:
         """The whole request body; None when the caller left or it was too big."""
@@ -400,20 +480,27 @@ class IdempotencyKeyMiddleware:
 
 @dataclass
 class _Capture:
-    """Passes the app's answer on, and keeps a copy of it while it is small."""
+    """Passes the app's answer on, keeping a copy of it while it is small.
+
+    The answer is settled (`settle`: kept, or the key given back) before its
+    last body message is passed on: a duplicate sent the moment the caller
+    has the whole answer finds it kept, not still being processed.
+    """
 
     downstream: Send
     limit: int
     kept_headers: frozenset[bytes]
+    settle: Callable[[StoredOutcome | None], Awaitable[None]]
     status: int | None = None
     headers: list[tuple[str, str]] = field(default_factory=list[tuple[str, str]])
     chunks: list[bytes] = field(default_factory=list[bytes])
     size: int = 0
     complete: bool = False
     too_large: bool = False
+    settled: bool = False
 
     async def send(self, message: Message) -> None:
-        """Record `message`, then pass it on."""
+        """Record `message`, settle the answer if it is the last, pass it on."""
         if message["type"] == "http.response.start":
             self.status = int(message["status"])
             for name, value in message.get("headers", ()):
@@ -422,7 +509,7 @@ class _Capture:
                     self.headers.append(
                         (lower.decode("latin-1"), bytes(value).decode("latin-1"))
                     )
-        elif message["type"] == "http.response.body":
+        elif message["type"] == "http.response.body" and not self.complete:
             self.complete = not message.get("more_body", False)
             chunk = bytes(message.get("body", b""))
             self.size += len(chunk)
@@ -431,6 +518,9 @@ class _Capture:
                 self.chunks.clear()
             else:
                 self.chunks.append(chunk)
+            if self.complete:
+                self.settled = True
+                await self.settle(self.outcome())
         await self.downstream(message)
 
     def outcome(self) -> StoredOutcome | None:
@@ -442,6 +532,7 @@ class _Capture:
             or self.too_large
             or not 200 <= status < 500
             or status in _TRANSIENT
+            or status in _UNROUTED
         ):
             return None
         payload = {
@@ -518,13 +609,35 @@ def _parsed_key(raw: bytes) -> str | _Malformed:
     return value.decode("ascii")
 
 
-def _tenant(scope: Scope) -> str:
-    """The caller's tenant: its ``tenant`` claim, else its id; "" if anonymous."""
+def _principal(scope: Scope) -> Principal | None:
+    """The caller: the context's principal, else the one left in the scope."""
     principal = current_principal()
     if principal is None:
         found = scope.get(PRINCIPAL_SCOPE_KEY)
         principal = found if isinstance(found, Principal) else None
-    return tenant_of(principal)
+    return principal
+
+
+def _bad_input(error: Exception) -> bool:
+    """Whether the store refused the values themselves, not the moment.
+
+    A `ValueError`, or a DB-API ``DataError`` (PEP 249 names it so in every
+    driver; matched by name, since this package imports no driver).
+    """
+    return isinstance(error, ValueError) or any(
+        kind.__name__ == "DataError" for kind in type(error).__mro__
+    )
+
+
+def _log_store_failure(what: str, scope: Scope, error: Exception) -> None:
+    # The error's type only: a driver's message, and SQLAlchemy's parameter
+    # list, would quote the key.
+    _logger.error(
+        f"could not {what} (the store raised %s)",
+        scope["method"],
+        scope["path"],
+        type(error).__qualname__,
+    )
 
 
 def _fingerprint(scope: Scope, body: bytes) -> str:
@@ -536,19 +649,19 @@ def _fingerprint(scope: Scope, body: bytes) -> str:
     return digest.hexdigest()
 
 
-def _checked_required(value: object) -> Callable[[Scope], bool]:
+def _checked_required(value: object, argument: str) -> Callable[[Scope], bool]:
     if callable(value):
         return cast("Callable[[Scope], bool]", value)
     if isinstance(value, str | bytes) or not isinstance(value, Collection):
         raise TypeError(
-            "required must be a callable taking the ASGI scope, or a collection "
+            f"{argument} must be a callable taking the ASGI scope, or a collection "
             f"of path prefixes, got {type(value).__name__}"
         )
     prefixes: list[str] = []
     for prefix in cast("Collection[object]", value):
         if not isinstance(prefix, str) or not prefix.startswith("/"):
             raise ValueError(
-                f"required path prefixes must be strings starting with '/', "
+                f"{argument} path prefixes must be strings starting with '/', "
                 f"got {prefix!r}"
             )
         prefixes.append(prefix.rstrip("/"))
@@ -573,6 +686,28 @@ def _never(scope: Scope) -> bool:
 
 def _always(scope: Scope) -> bool:
     return True
+
+
+def _checked_scope(value: object) -> ScopeMode:
+    if not isinstance(value, str) or value not in _SCOPES:
+        raise ValueError(f"scope must be 'principal' or 'tenant', got {value!r}")
+    return cast("ScopeMode", value)
+
+
+def _checked_challenge(value: object) -> str | None:
+    # The rule DomainErrorMiddleware applies to its own `www_authenticate`.
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise TypeError(
+            f"www_authenticate must be a string or None, got {type(value).__name__}"
+        )
+    if _CHALLENGE.fullmatch(value) is None:
+        raise ValueError(
+            "www_authenticate must be a non-empty header value of visible ASCII "
+            "and spaces, without line breaks"
+        )
+    return value
 
 
 def _checked_methods(value: object) -> frozenset[str]:
