@@ -217,12 +217,14 @@ def test_a_replica_a_day_ahead_opens_a_host_for_one_break_only(
     on_time, ahead = Wall(), Wall(ahead=DAY)
     failing, healthy = always(503), always(200)
     skewed, skewed_state = fleet.replica(failing, options(), wall=ahead)
-    client, state = fleet.replica(healthy, options(), wall=on_time)
     open_breaker(skewed)
     assert skewed_state.sync_now()  # publishes a break ending a day from now
-    # Its clock says every break of the others is long over: stopped here, so
-    # it cannot forget the one it published before the others read it.
+    # Its clock says every break of the others is long over: a sync of it after
+    # another replica has bounded the break would forget it. So it is stopped
+    # before the other exists: that one's thread syncs at once when attached
+    # (whatever the interval), and may read the break before this line.
     skewed_state.close()
+    client, state = fleet.replica(healthy, options(), wall=on_time)
     assert state.sync_now()  # bounded on receipt, and rewritten
     stored = field(redis_server, BREAKERS_KEY)
     assert stored is not None
