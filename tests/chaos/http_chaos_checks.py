@@ -24,7 +24,12 @@ from typing import Protocol
 
 import httpx
 
-from http_resilience import AttemptStalledError, AttemptTimeoutError, TotalTimeoutError
+from http_resilience import (
+    AttemptStalledError,
+    AttemptTimeoutError,
+    RateLimitedError,
+    TotalTimeoutError,
+)
 from tests.chaos.http_chaos_harness import (
     ATTEMPT_TIMEOUT,
     MAX_ATTEMPTS,
@@ -58,12 +63,16 @@ LATENCY = 4 * ATTEMPT_TIMEOUT
 SLOW_CLOSE = (0.05, 2 * ATTEMPT_TIMEOUT)
 
 # A slow close whose body is framed by the close, held past an attempt's time,
-# stalls the body after the call returned: `AttemptStalledError`.
+# stalls the body after the call returned: `AttemptStalledError`. A herd
+# larger than the client's pool waits for connections: a wait the deadline
+# cuts is the client's own refusal (`RateLimitedError`, concurrency_limit),
+# never a timeout held against the host.
 EXPECTED_FAILURES = (
     httpx.TransportError,
     AttemptTimeoutError,
     TotalTimeoutError,
     AttemptStalledError,
+    RateLimitedError,
 )
 
 
@@ -175,6 +184,9 @@ def assert_expected_outcomes(harness: Harness) -> None:
             assert call.outcome in ("200", "429", "503", "CancelledError"), call
         else:
             assert isinstance(call.error, EXPECTED_FAILURES), repr(call.error)
+            if isinstance(call.error, RateLimitedError):
+                # Only the pool wait refuses here: no limiter, no quota.
+                assert call.error.reason == "concurrency_limit", repr(call.error)
 
 
 # --- the figures ---------------------------------------------------------------------
