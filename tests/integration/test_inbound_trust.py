@@ -165,8 +165,9 @@ async def test_an_untrusted_callers_headers_do_not_reach_the_dependency(
     [ok] = edge.dependency.of("/ok")
     assert "x-retry-attempt" not in ok
     assert ok["x-correlation-id"] == echoed
-    # The service's default deadline, not the caller's 1.5 s.
-    assert (DEFAULT_DEADLINE - 1) * 1000 < deadline_ms(ok) <= DEFAULT_DEADLINE * 1000
+    # The service's default deadline, not the caller's 1.5 s (bounds that hold
+    # however long a busy machine takes between arrival and the call).
+    assert 1500 < deadline_ms(ok) <= DEFAULT_DEADLINE * 1000
     # No retry marker was believed: the service retries its own failing call.
     down = edge.dependency.of("/down")
     assert [headers.get("x-retry-attempt") for headers in down] == [
@@ -184,8 +185,9 @@ async def test_a_trusted_callers_headers_are_honoured(edge: Running) -> None:
     [ok] = edge.dependency.of("/ok")
     assert ok["x-correlation-id"] == "order-42"
     assert "x-retry-attempt" not in ok
-    # The caller's deadline less the 50 ms margin, the time spent since.
-    assert 1000 < deadline_ms(ok) <= 1450
+    # The caller's deadline less the 50 ms margin and the time spent since;
+    # not the service's default.
+    assert 0 < deadline_ms(ok) <= 1450
     # The caller is retrying: the service makes one attempt, not four.
     down = edge.dependency.of("/down")
     assert [headers["x-correlation-id"] for headers in down] == ["order-42"]
