@@ -23,6 +23,7 @@ from mediator._asgi.types import (
     Scope,
     Send,
     check_app,
+    check_challenge,
     check_header_name,
     send_problem,
 )
@@ -89,7 +90,6 @@ Required = Callable[[Scope], bool] | Collection[str]
 """Which requests a rule covers: a test of the scope, or path prefixes."""
 
 _SCOPES: Final = frozenset(get_args(ScopeMode))
-_CHALLENGE: Final = re.compile(r"[\x20-\x7e]+")
 
 
 class _Malformed:
@@ -258,7 +258,7 @@ class IdempotencyKeyMiddleware:
         self.now = now
         self.scope: ScopeMode = _checked_scope(scope)
         self.anonymous = anonymous
-        self.www_authenticate = _checked_challenge(www_authenticate)
+        self.www_authenticate = check_challenge(www_authenticate)
         self._required = _checked_required(required, "required")
         self._anonymous = _checked_required(anonymous, "anonymous")
         self._methods = _checked_methods(methods)
@@ -692,22 +692,6 @@ def _checked_scope(value: object) -> ScopeMode:
     if not isinstance(value, str) or value not in _SCOPES:
         raise ValueError(f"scope must be 'principal' or 'tenant', got {value!r}")
     return cast("ScopeMode", value)
-
-
-def _checked_challenge(value: object) -> str | None:
-    # The rule DomainErrorMiddleware applies to its own `www_authenticate`.
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise TypeError(
-            f"www_authenticate must be a string or None, got {type(value).__name__}"
-        )
-    if _CHALLENGE.fullmatch(value) is None:
-        raise ValueError(
-            "www_authenticate must be a non-empty header value of visible ASCII "
-            "and spaces, without line breaks"
-        )
-    return value
 
 
 def _checked_methods(value: object) -> frozenset[str]:

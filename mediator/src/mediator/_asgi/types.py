@@ -19,6 +19,7 @@ __all__ = [
     "Scope",
     "Send",
     "check_app",
+    "check_challenge",
     "check_header_name",
     "send_problem",
 ]
@@ -38,6 +39,8 @@ context middleware, outside the context the principal is set in.
 
 # RFC 9110 token characters.
 _TOKEN: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+# A header value a server sends as is: visible ASCII and spaces, no line break.
+_CHALLENGE: Final = re.compile(r"[\x20-\x7e]+")
 
 
 def check_app(app: object) -> None:
@@ -64,6 +67,28 @@ def check_header_name(value: object, argument: str) -> bytes:
     if _TOKEN.fullmatch(value) is None:
         raise ValueError(f"{argument} must be an HTTP header name, got {value!r}")
     return value.lower().encode("ascii")
+
+
+def check_challenge(value: object) -> str | None:
+    """`value` as the ``WWW-Authenticate`` challenge of a 401, or None.
+
+    Raises:
+        TypeError: `value` is neither a string nor None.
+        ValueError: It is empty, or holds a line break or a character a
+            header value cannot carry.
+    """
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise TypeError(
+            f"www_authenticate must be a string or None, got {type(value).__name__}"
+        )
+    if _CHALLENGE.fullmatch(value) is None:
+        raise ValueError(
+            "www_authenticate must be a non-empty header value of visible ASCII "
+            "and spaces, without line breaks"
+        )
+    return value
 
 
 async def send_problem(
