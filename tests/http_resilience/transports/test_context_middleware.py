@@ -384,6 +384,11 @@ ASYNC = (
             r"^default_deadline: 'soon' is not a duration: give seconds, ",
         ),
         (
+            {"default_deadline": timedelta(days=10**6)},
+            ValueError,
+            r"^default_deadline may be at most 24 days \(MAX_DURATION\), ",
+        ),
+        (
             {"default_deadline": timedelta(seconds=301)},
             ValueError,
             r"^default_deadline \(301 s\) may not be longer than max_deadline "

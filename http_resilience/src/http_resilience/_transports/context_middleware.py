@@ -313,7 +313,10 @@ def _default_deadline(value: object, max_deadline: float) -> timedelta | None:
     try:
         deadline = read_duration(value, "default_deadline")
     except ValueError as error:
-        raise ValueError(f"default_deadline: {error}") from None
+        # The reader names the field in some messages, not in others.
+        text = str(error)
+        named = text if text.startswith("default_deadline") else None
+        raise ValueError(named or f"default_deadline: {text}") from None
     if deadline <= timedelta(0):
         raise ValueError(
             f"default_deadline must be positive, got {in_seconds(deadline)}"
