@@ -29,6 +29,7 @@ from http_resilience._core.classify import (
     is_failure_status,
     is_invalid_status,
     is_replayable,
+    mark_final,
 )
 from http_resilience._core.clock import Clock, checkpoint
 from http_resilience._core.durations import Duration, DurationInput
@@ -79,7 +80,8 @@ class HedgingStrategy:
     a copy would fail the same. The first
     attempt that answers without failing wins: the others are cancelled and
     their responses closed. When every attempt fails, the last to end decides,
-    as in the retry: its response is returned, its exception raised. A copy
+    as in the retry: its response is returned, its exception raised, marked
+    final (``resilience_final``, as the retry marks what it gives up on). A copy
     refused before it was sent (`REFUSALS`: a breaker or a limiter inside the
     hedging) is no answer: while another copy is in flight the call waits for
     that one, and the refusal ends the call only when no copy is left. Any
@@ -209,8 +211,10 @@ class HedgingStrategy:
                             timer = None
                         send(reason)
                     elif not running:
-                        # Every attempt failed: the last to end decides.
+                        # Every attempt failed: the last to end decides, and
+                        # is final for the layers outside.
                         last = None
+                        mark_final(outcome)
                         if isinstance(outcome, httpx.Response):
                             return outcome
                         raise outcome

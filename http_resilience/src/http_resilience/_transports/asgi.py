@@ -1,9 +1,10 @@
 """An ASGI middleware that answers the pipeline's errors with problem details.
 
 A service that calls other services through `http_resilience` lets a
-`ResilienceError` escape its handler; this middleware turns it into an RFC 9457
-``application/problem+json`` response its own callers can act on. Pure ASGI: it
-needs no web framework.
+`ResilienceError` escape its handler, or the `httpx.HTTPStatusError` of
+``raise_for_status()`` on an answer the client gave up on; this middleware
+turns it into an RFC 9457 ``application/problem+json`` response its own
+callers can act on. Pure ASGI: it needs no web framework.
 """
 
 from __future__ import annotations
@@ -16,7 +17,12 @@ from typing import Any, Final, cast
 
 import httpx
 
-from http_resilience._core.classify import SELF_CAUSED_EXCEPTIONS
+from http_resilience._core.classify import (
+    FINAL_MARK,
+    RETRY_AFTER_STATUSES,
+    SELF_CAUSED_EXCEPTIONS,
+)
+from http_resilience._core.clock import utc_now
 from http_resilience._core.errors import (
     AttemptTimeoutError,
     BrokenCircuitError,
@@ -24,7 +30,7 @@ from http_resilience._core.errors import (
     ResilienceError,
     TotalTimeoutError,
 )
-from http_resilience._core.retry_after import MAX_RETRY_AFTER
+from http_resilience._core.retry_after import MAX_RETRY_AFTER, parse_retry_after
 from http_resilience._transports.stack import enter_stack
 
 __all__ = ["ResilienceErrorMiddleware", "problem_for", "send_problem"]
@@ -78,7 +84,18 @@ class ResilienceErrorMiddleware:
     - `httpx.TransportError` left after the retries: 502; but
       `httpx.PoolTimeout` (this service's own pool is full) is 503, and an
       error the client caused itself (`httpx.LocalProtocolError`,
-      `httpx.UnsupportedProtocol`) is this service's bug: re-raised.
+      `httpx.UnsupportedProtocol`) is this service's bug: re-raised;
+    - `httpx.HTTPStatusError` (``response.raise_for_status()``) on an answer
+      the client gave up on (its ``extensions`` hold ``resilience_final``:
+      the client retried the failure as far as its policy goes, or refused
+      to retry it, for the retry budget, the deadline, a ``Retry-After`` past
+      it, a service further in or a caller that retries already). That is an
+      outage of the dependency, not a bug: its 503 or 429 (its overload, the
+      statuses whose ``Retry-After`` the retry honours) is 503 with that
+      ``Retry-After`` when it sent a valid one; its 504 is 504; any other
+      (a 500, a 502, a 408) is 502. An unmarked one (a 404, a 409, a 400, or
+      a POST the client never retried) is re-raised: it may be this
+      service's bug, and the server answers 500.
 
     An `ExceptionGroup` (a mediator's ``publish`` raises one when handlers
     fail), nested groups included, is answered when every error in it maps:
@@ -139,7 +156,10 @@ class ResilienceErrorMiddleware:
 
 
 def problem_for(error: BaseException) -> tuple[HTTPStatus, float | None] | None:
-    """The status and the wait (seconds) for `error`; None when it does not map."""
+    """The status and the wait (seconds) for `error`; None when it does not map.
+
+    The mapping is `ResilienceErrorMiddleware`'s.
+    """
     if isinstance(error, BaseExceptionGroup):
         group = cast("BaseExceptionGroup[BaseException]", error)
         answers = [problem_for(member) for member in group.exceptions]
@@ -166,7 +186,25 @@ def problem_for(error: BaseException) -> tuple[HTTPStatus, float | None] | None:
         return None
     if isinstance(error, httpx.TransportError):
         return HTTPStatus.BAD_GATEWAY, None
+    if isinstance(error, httpx.HTTPStatusError):
+        return _gave_up_on(error.response)
     return None
+
+
+def _gave_up_on(response: httpx.Response) -> tuple[HTTPStatus, float | None] | None:
+    """The answer to a dependency's `response` the client gave up on, else None."""
+    if response.extensions.get(FINAL_MARK) is not True:
+        return None
+    status = response.status_code
+    if status == HTTPStatus.GATEWAY_TIMEOUT:
+        return HTTPStatus.GATEWAY_TIMEOUT, None
+    if status not in RETRY_AFTER_STATUSES:
+        return HTTPStatus.BAD_GATEWAY, None
+    headers = response.headers
+    asked = parse_retry_after(
+        headers.get_list("retry-after"), now=utc_now(), date=headers.get_list("date")
+    )
+    return HTTPStatus.SERVICE_UNAVAILABLE, asked
 
 
 def _finite(wait: float | None) -> float | None:
