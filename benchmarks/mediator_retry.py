@@ -83,9 +83,10 @@ async def hand_written_loop() -> int:
 
 
 def _mediator(*, with_retry: bool) -> Mediator:
-    modules: list[Any] = [
-        MediatorModule(lambda m: m.add_handler(PlainHandler, MarkedHandler))
-    ]
+    # A @retryable request without RetryBehavior fails the build: the bare
+    # mediator carries the unmarked request only.
+    handlers = (PlainHandler, MarkedHandler) if with_retry else (PlainHandler,)
+    modules: list[Any] = [MediatorModule(lambda m: m.add_handler(*handlers))]
     if with_retry:
         modules.append(ResilienceMediatorModule())
     return Injector(modules).get(Mediator)

@@ -30,6 +30,7 @@ from mediator._publish import (
     publish_route,
     sync_publish_route,
 )
+from mediator._requirements import NeedsCheck
 from mediator._routes import (
     AsyncRoute,
     BehaviorInfo,
@@ -148,13 +149,17 @@ class RouteCompiler:
         """Build the chain and compile the route of every message type of `handlers`.
 
         Raises:
-            UnresolvableDependencyError: A handler or behavior cannot be built.
-            ConfigurationError: A behavior is malformed.
+            UnresolvableDependencyError: A handler or behavior cannot be built,
+                or needs a service only a module provides and no module bound.
+            ConfigurationError: A behavior is malformed, or a request carries a
+                marker (``@retryable``, ``@transactional``, ...) whose behavior
+                is not in its chain.
         """
         self._chain = chain = compile_behaviors(
             wiring, behaviors, ordered_by_stage=ordered_by_stage
         )
         routes = self.routes
+        needs = NeedsCheck(chain)
         notification_types: dict[type[Any], None] = {}
         for info in handlers:
             kind = info.message_type
@@ -178,6 +183,7 @@ class RouteCompiler:
                     info, factory.make, applicable, scoped=scoped
                 )
                 continue
+            needs.check(kind, applicable)
             scoped = factory.scoped or any(b.scoped for b in applicable)
             routes.send[kind] = async_route(
                 info, factory.make, applicable, scoped=scoped, instance=factory.instance

@@ -12,7 +12,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, cast, get_origin
+from typing import Any, Final, cast, get_origin
 
 from injector import (
     AssistedBuilder,
@@ -34,7 +34,7 @@ from injector import Injector as _Injector
 from mediator._errors import UnresolvableDependencyError
 from mediator._scope import RequestScope, ScopeState, active_scope
 
-__all__ = ["Factory", "Wiring"]
+__all__ = ["PROVIDED_BY", "Factory", "Wiring", "provided_by"]
 
 _UNSET: Any = object()
 _LOOKUPS: tuple[object, ...] = (ProviderOf, AssistedBuilder, ClassAssistedBuilder)
@@ -130,6 +130,38 @@ class Wiring:
         self._done[key] = result
         return result
 
+    def _check_provided(
+        self,
+        key: object,
+        parameter: str,
+        owner: type[Any],
+        context: str,
+        path: tuple[str, ...],
+    ) -> None:
+        """Refuse a dependency only a module can build when no module bound it.
+
+        Built implicitly, such a class would fail later (an `AsyncSession`
+        reading annotations it cannot resolve) or, worse, work wrong (an
+        `HttpClientFactory` with none of the application's clients).
+        """
+        advice = provided_by(key)
+        if advice is None or self._bound_explicitly(key):
+            return
+        where = " -> ".join((*path, _describe(key)))
+        raise UnresolvableDependencyError(
+            f"{context}: parameter {parameter!r} of {owner.__qualname__} needs "
+            f"{_describe(key)} (module {getattr(key, '__module__', '?')}), which "
+            f"only a module provides, and none bound it ({where}); {advice}"
+        )
+
+    def _bound_explicitly(self, key: object) -> bool:
+        binder: Binder | None = self._injector.binder
+        while binder is not None:
+            if binder.has_explicit_binding_for(cast("type[Any]", key)):
+                return True
+            binder = binder.parent
+        return False
+
     def _unbound(self, key: type[Any]) -> bool:
         binder: Binder | None = self._injector.binder
         while binder is not None:
@@ -185,6 +217,8 @@ class Wiring:
                 f"but {cls.__qualname__}.__init__ is not decorated with @inject "
                 "(or those parameters have no type annotation)"
             )
+        for name, dep in wanted.items():
+            self._check_provided(dep, name, cls, context, path)
         parts = [
             (name, self._compile(dep, context, path)) for name, dep in wanted.items()
         ]
@@ -238,6 +272,51 @@ class Wiring:
 
             return Factory(scoped, scoped=True)
         return Factory(lambda: injector.get(key), scoped=True)
+
+
+PROVIDED_BY: Final = "__provided_by__"
+"""The class attribute naming the module that provides a class (our convention).
+
+A class only a module can build sets it to what to add, such as
+``"HttpClientsModule(...) from http_resilience.injector"``; the mediator reads
+it without importing the class's package.
+"""
+
+# Classes of other projects that only a module of ours (or a binding of yours)
+# provides, by module and qualified name, so no import is needed to know them.
+_FOREIGN: Final[dict[tuple[str, str], str]] = {
+    ("sqlalchemy.orm.session", "Session"): (
+        "add SqlAlchemyModule(engine=...) (from mediator.sqlalchemy) to the "
+        "Injector's modules"
+    ),
+    ("sqlalchemy.ext.asyncio.session", "AsyncSession"): (
+        "add SqlAlchemyModule(async_engine=...) (from mediator.sqlalchemy) to "
+        "the Injector's modules"
+    ),
+    ("sqlalchemy.engine.base", "Engine"): (
+        "bind the engine in a Module (binder.bind(Engine, to=engine)); for "
+        "sessions, add SqlAlchemyModule(engine=...) (from mediator.sqlalchemy)"
+    ),
+    ("sqlalchemy.ext.asyncio.engine", "AsyncEngine"): (
+        "bind the engine in a Module (binder.bind(AsyncEngine, to=engine)); for "
+        "sessions, add SqlAlchemyModule(async_engine=...) (from mediator.sqlalchemy)"
+    ),
+}
+
+
+def provided_by(key: object) -> str | None:
+    """What to add so that `key` is bound, when only a module can build it.
+
+    None for everything else. A class of ours says so in ``__provided_by__``
+    (its own, not a base's: a subclass of yours is yours to build); a few
+    classes of other projects are known by name.
+    """
+    if not isinstance(key, type):
+        return None
+    own: object = key.__dict__.get(PROVIDED_BY)
+    if isinstance(own, str):
+        return f"add {own} to the Injector's modules"
+    return _FOREIGN.get((key.__module__, key.__qualname__))
 
 
 def _scope_of(cls: type[Any]) -> object:

@@ -2,15 +2,36 @@
 
 from __future__ import annotations
 
-from typing import Any, TypeVar, cast
+from dataclasses import dataclass
+from typing import Any, Final, TypeVar, cast
 
-from mediator import Request
+from mediator import Request, Stage
 
 __all__ = ["is_retryable", "retryable"]
 
 C = TypeVar("C", bound=type[Any])
 
 _MARK = "__mediator_retryable__"
+# The mediator's convention for a marker's needs: building a mediator whose
+# chain has no RETRY behavior for a marked request fails, naming this module.
+_REQUIRES = "__mediator_requires__"
+
+
+@dataclass(frozen=True, slots=True)
+class _Need:
+    """What ``@retryable`` needs from the mediator's chain (read by convention)."""
+
+    marker: str
+    stage: Stage
+    install: str
+
+
+_RETRY_NEED: Final = _Need(
+    "@retryable",
+    Stage.RETRY,
+    "add ResilienceMediatorModule() (from mediator_resilience) to the Injector's "
+    "modules, beside MediatorModule",
+)
 _USAGE = (
     "@retryable is a bare class decorator: write @retryable (no parentheses) above "
     "an idempotent Command or Query class; retry options belong to "
@@ -23,6 +44,11 @@ def retryable(cls: C | None = None, /, *args: object, **kwargs: object) -> C:
 
     Mark only idempotent requests: the framework cannot tell a price lookup
     from a card charge, and a retried charge is a second charge.
+
+    The marker needs `RetryBehavior` in the mediator's chain: building a
+    mediator that sends a ``@retryable`` request without
+    `ResilienceMediatorModule` (or another behavior of stage RETRY that
+    applies to it) raises `mediator.ConfigurationError`, naming the module.
 
     Raises:
         TypeError: Used with arguments (``@retryable(...)``), or on something
@@ -47,6 +73,9 @@ def retryable(cls: C | None = None, /, *args: object, **kwargs: object) -> C:
     if Request not in target.__mro__:
         raise TypeError(f"{_USAGE}; {target.__qualname__} is not a request class")
     setattr(target, _MARK, True)
+    needs = cast("tuple[object, ...]", getattr(target, _REQUIRES, ()))
+    if _RETRY_NEED not in needs:
+        setattr(target, _REQUIRES, (*needs, _RETRY_NEED))
     return cast(C, target)
 
 

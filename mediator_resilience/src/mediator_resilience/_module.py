@@ -11,8 +11,12 @@ from injector import Binder, Module
 from mediator import ConfigurationError, register_behavior
 from mediator_resilience._behavior import RetryBehavior, RetryTools
 from mediator_resilience._clock import Clock, SystemClock
+from mediator_resilience._config_sections import check_sections
 from mediator_resilience._events import RetryListener
-from mediator_resilience._options import ResilienceMediatorOptions
+from mediator_resilience._options import (
+    ResilienceMediatorOptions,
+    apply_environment,
+)
 
 __all__ = ["ResilienceMediatorModule"]
 
@@ -24,10 +28,13 @@ class ResilienceMediatorModule(Module):
     lands between authorization and the transaction whatever the module order.
 
     Args:
-        options: The options; when given, `config` is not read.
+        options: The options in code; when given, `config`'s section is not
+            read, but ``RESILIENCE__MEDIATOR__...`` environment variables still
+            apply on top of them (the operator wins).
         config: The whole configuration mapping; its ``resilience.mediator``
             section and ``RESILIENCE__MEDIATOR__...`` environment variables give
             the options. Used when `options` is None (defaults otherwise).
+            A key under ``resilience`` that is no known section is refused.
         clock: Where waits happen; `SystemClock` by default, `FakeClock` in tests.
         random: Returns a float in [0, 1) for the jitter; default a fresh
             `random.Random`'s `random`. The same parameter as in
@@ -41,7 +48,10 @@ class ResilienceMediatorModule(Module):
             being served. No retry and no wait starts past it.
 
     Raises:
-        pydantic.ValidationError: An invalid option, named, on this call.
+        pydantic.ValidationError: An invalid option, named, on this call; one
+            from the environment names its variable.
+        ValueError: `config` has a key under ``resilience`` that is no known
+            section (``resilience.mediatr``), named with the nearest one.
         TypeError: `options` is not a `ResilienceMediatorOptions`, or both
             `random` and `rng` are given.
 
@@ -72,6 +82,11 @@ class ResilienceMediatorModule(Module):
                 "options must be a ResilienceMediatorOptions, "
                 f"got {type(options).__qualname__}"
             )
+        else:
+            # The operator's environment wins over options in code, as over
+            # the configuration section; the section is not read then.
+            check_sections(config)
+            options = apply_environment(options)
         self.options = options
         if random is not None and rng is not None:
             raise TypeError("give the jitter source as random= or rng=, not both")

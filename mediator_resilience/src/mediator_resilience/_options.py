@@ -5,10 +5,18 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from datetime import timedelta
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Final, Self, cast
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Final, Self, TypeVar, cast
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 
+from mediator_resilience._config_sections import check_sections
 from mediator_resilience._durations import Duration, DurationInput, in_seconds
 from mediator_resilience._transient import is_transient_failure
 
@@ -18,6 +26,7 @@ __all__ = [
     "DEFAULT_MAX_RETRY_ATTEMPTS",
     "ENVIRONMENT_PREFIX",
     "ResilienceMediatorOptions",
+    "apply_environment",
 ]
 
 DEFAULT_MAX_RETRY_ATTEMPTS: Final = 3
@@ -132,11 +141,14 @@ class ResilienceMediatorOptions(BaseModel):
                 JSON or YAML; the section is ``config["resilience"]["mediator"]``.
                 Missing sections mean defaults.
             environ: Overrides named ``RESILIENCE__MEDIATOR__<FIELD>`` (any case);
-                `os.environ` when not given.
+                `os.environ` when not given. They win over the section.
 
         Raises:
-            pydantic.ValidationError: An unknown key or an invalid value, named.
+            pydantic.ValidationError: An unknown key or an invalid value, named;
+                one read from the environment names its variable in the title.
             TypeError: A section that is not a mapping.
+            ValueError: A key under ``resilience`` that is no known section
+                (``resilience.mediatr``), with the nearest one.
 
         Example:
             >>> ResilienceMediatorOptions.from_config(
@@ -145,12 +157,72 @@ class ResilienceMediatorOptions(BaseModel):
             ... ).max_retry_attempts
             5
         """
+        check_sections(config)
         values: dict[str, Any] = dict(_section(config or {}, cls.SECTION))
-        environment = os.environ if environ is None else environ
-        for name, value in environment.items():
-            if name.upper().startswith(ENVIRONMENT_PREFIX):
-                values[name[len(ENVIRONMENT_PREFIX) :].lower()] = value
+        return _validated(cls, values, _from_environment(environ))
+
+
+def apply_environment(
+    options: ResilienceMediatorOptions, *, environ: Mapping[str, str] | None = None
+) -> ResilienceMediatorOptions:
+    """`options` with the ``RESILIENCE__MEDIATOR__<FIELD>`` variables on top.
+
+    Options given in code stand where the configuration section would; the
+    environment, the operator's, wins over both. Without such a variable,
+    `options` itself.
+
+    Raises:
+        pydantic.ValidationError: A variable names no field or holds an
+            invalid value; the title names the variable.
+    """
+    found = _from_environment(environ)
+    if not found:
+        return options
+    values = {name: getattr(options, name) for name in type(options).model_fields}
+    return _validated(type(options), values, found)
+
+
+def _from_environment(
+    environ: Mapping[str, str] | None,
+) -> dict[str, tuple[str, str]]:
+    """Each field the environment sets: its variable and its value."""
+    environment = os.environ if environ is None else environ
+    return {
+        name[len(ENVIRONMENT_PREFIX) :].lower(): (name, value)
+        for name, value in environment.items()
+        if name.upper().startswith(ENVIRONMENT_PREFIX)
+    }
+
+
+_O = TypeVar("_O", bound=ResilienceMediatorOptions)
+
+
+def _validated(
+    cls: type[_O], values: dict[str, Any], environment: dict[str, tuple[str, str]]
+) -> _O:
+    """Validate `values` with the environment on top; its errors name the variables."""
+    values.update({field: value for field, (_, value) in environment.items()})
+    try:
         return cls.model_validate(values)
+    except ValidationError as error:
+        blamed = sorted(
+            {
+                environment[field][0]
+                for entry in error.errors()
+                if entry["loc"] and (field := str(entry["loc"][0])) in environment
+            }
+        )
+        if not blamed:
+            raise
+        title = f"{cls.__name__} (from environment variable {', '.join(blamed)})"
+        try:
+            renamed = ValidationError.from_exception_data(
+                title, cast("Any", error.errors())
+            )
+        except (KeyError, TypeError, ValueError):  # a type pydantic cannot rebuild
+            error.add_note(f"read from environment variable {', '.join(blamed)}")
+            raise error from None
+        raise renamed from None
 
 
 def _section(config: Mapping[str, Any], dotted: str) -> Mapping[str, Any]:

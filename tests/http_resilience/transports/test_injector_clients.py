@@ -217,7 +217,10 @@ def test_an_invalid_environment_override_names_the_client(
     HttpClientsModule()  # another client's override is not read
     with pytest.raises(ValidationError) as raised:
         HttpClientsModule(lambda clients: clients.add("ledger"))
-    assert raised.value.title == "HttpResilienceOptions of HTTP client 'ledger'"
+    assert raised.value.title == (
+        "HttpResilienceOptions of HTTP client 'ledger' (from environment variable "
+        "RESILIENCE__HTTP__CLIENTS__LEDGER__MAX_RETRY_ATTEMPTS)"
+    )
     assert "max_retry_attempts" in str(raised.value)
 
 

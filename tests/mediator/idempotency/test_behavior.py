@@ -632,17 +632,20 @@ async def test_with_only_an_async_store_send_sync_is_refused(world: World) -> No
     assert world.journal == []
 
 
-async def test_a_hand_wired_chain_without_defaults_passes_commands_through(
+async def test_a_hand_wired_chain_without_the_behavior_fails_at_build(
     world: World,
 ) -> None:
-    mediator = Injector(
+    # An @idempotent command whose chain has no IdempotencyBehavior would run
+    # twice for one key, silently: the build refuses it, saying what to add.
+    injector = Injector(
         [MediatorModule(lambda m: m.add_handler(*HANDLERS)), world.module()]
-    ).get(Mediator)
+    )
 
-    mediator.send_sync(Charge(request_id="k", cents=1))
-    mediator.send_sync(Charge(request_id="k", cents=1))
+    with pytest.raises(ConfigurationError, match=r"is marked @idempotent") as error:
+        injector.get(Mediator)
 
-    assert world.db.effects == ["charge 1", "charge 1"]  # no idempotency asked
+    assert ".add_behavior(IdempotencyBehavior)" in str(error.value)
+    assert world.db.effects == []
 
 
 async def test_a_failed_release_is_noted_on_the_failure_it_followed(

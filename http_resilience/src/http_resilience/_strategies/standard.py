@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, ClassVar, Final, Self, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Self, TypeVar, cast
 
 from pydantic import (
     BaseModel,
@@ -23,6 +23,7 @@ from http_resilience._core.classify import (
     Backoff,
     Classifier,
 )
+from http_resilience._core.config_sections import check_sections
 from http_resilience._core.durations import Duration, DurationInput, in_seconds
 from http_resilience._core.fields import Count, Methods, Ratio, RatioOrOff, StatusCodes
 from http_resilience._core.nested import NestedRetries
@@ -73,6 +74,8 @@ from http_resilience._strategies.timeout import (
 __all__ = [
     "ENVIRONMENT_PREFIX",
     "HttpResilienceOptions",
+    "apply_environment",
+    "client_environment",
     "client_variables",
     "env_client_name",
     "standard_steps",
@@ -319,9 +322,11 @@ class HttpResilienceOptions(BaseModel):
         5. ``RESILIENCE__HTTP__CLIENTS__<CLIENT>__<FIELD>`` environment variables.
 
         Environment names are matched in any case, and ``-`` in a client's name
-        matches ``_``. An unknown key in a section or after a prefix is an error,
-        and so is a ``RESILIENCE__HTTP__CLIENTS__<CLIENT>`` variable without a
-        field.
+        matches ``_``. An unknown key in a section or after a prefix is an
+        error, and so is a ``RESILIENCE__HTTP__CLIENTS__<CLIENT>`` variable
+        without a field. Options given in code (to `HttpClientFactory.add`)
+        stand in for steps 1 to 3; the environment still applies on top
+        (`apply_environment`).
 
         Args:
             config: The whole configuration, as nested mappings read from TOML,
@@ -331,8 +336,11 @@ class HttpResilienceOptions(BaseModel):
 
         Raises:
             pydantic.ValidationError: An unknown key or an invalid value, named;
-                the title names the client.
+                the title names the client, and the environment variable a
+                value came from.
             TypeError: A section that is not a mapping, named, with the client.
+            ValueError: A key under ``resilience`` that is no known section
+                (``resilience.htpp``), with the nearest one.
 
         Example:
             >>> HttpResilienceOptions.from_config(
@@ -345,6 +353,7 @@ class HttpResilienceOptions(BaseModel):
             ... ).max_retry_attempts
             0
         """
+        check_sections(config)
         where = f"HTTP client {client!r}: "
         section = _section(config or {}, cls.SECTION, where)
         values: dict[str, Any] = {k: v for k, v in section.items() if k != _CLIENTS}
@@ -359,13 +368,62 @@ class HttpResilienceOptions(BaseModel):
             )
         values.update(cast("Mapping[str, Any]", own_section))
         environment = os.environ if environ is None else environ
-        shared, own = _from_environment(environment, client)
-        values.update(shared)
-        values.update(own)
-        try:
-            return cls.model_validate(values, context={"client": client})
-        except ValidationError as error:
-            raise _naming(error, client) from None
+        return _validated(cls, values, _from_environment(environment, client), client)
+
+
+_O = TypeVar("_O", bound=HttpResilienceOptions)
+
+
+def apply_environment(
+    options: _O, *, client: str, environ: Mapping[str, str] | None = None
+) -> _O:
+    """`options` with the environment's variables for `client` on top.
+
+    Options given in code stand where the configuration sections would
+    (steps 2 and 3 of `HttpResilienceOptions.from_config`); the operator's
+    ``RESILIENCE__HTTP__<FIELD>`` and then
+    ``RESILIENCE__HTTP__CLIENTS__<CLIENT>__<FIELD>`` variables win over them.
+    Without such a variable, `options` itself.
+
+    Raises:
+        pydantic.ValidationError: A variable names no field or holds an
+            invalid value; the title names the client and the variable.
+    """
+    environment = os.environ if environ is None else environ
+    found = _from_environment(environment, client)
+    if not found:
+        return options
+    values = {name: getattr(options, name) for name in type(options).model_fields}
+    return _validated(type(options), values, found, client)
+
+
+def client_environment(environment: Mapping[str, str], client: str) -> tuple[str, ...]:
+    """The ``RESILIENCE__HTTP__CLIENTS__<CLIENT>__...`` variables for `client`."""
+    wanted = env_client_name(client)
+    return tuple(
+        sorted(name for name, named in client_variables(environment) if named == wanted)
+    )
+
+
+def _validated(
+    cls: type[_O],
+    values: dict[str, Any],
+    environment: dict[str, tuple[str, str]],
+    client: str,
+) -> _O:
+    """Validate `values`, the environment on top; errors name client and variables."""
+    values.update({field: value for field, (_, value) in environment.items()})
+    try:
+        return cls.model_validate(values, context={"client": client})
+    except ValidationError as error:
+        blamed = sorted(
+            {
+                environment[field][0]
+                for entry in error.errors()
+                if entry["loc"] and (field := str(entry["loc"][0])) in environment
+            }
+        )
+        raise _naming(error, client, blamed) from None
 
 
 def standard_steps(options: HttpResilienceOptions) -> tuple[StepOptions, ...]:
@@ -442,9 +500,13 @@ def env_client_name(client: str) -> str:
 
 def _from_environment(
     environment: Mapping[str, str], client: str
-) -> tuple[dict[str, str], dict[str, str]]:
-    shared: dict[str, str] = {}
-    own: dict[str, str] = {}
+) -> dict[str, tuple[str, str]]:
+    """Each field the environment sets for `client`: its variable and value.
+
+    A client's own variable wins over the shared one for the same field.
+    """
+    shared: dict[str, tuple[str, str]] = {}
+    own: dict[str, tuple[str, str]] = {}
     wanted = env_client_name(client)
     for name, value in environment.items():
         split = _split_variable(name)
@@ -452,10 +514,10 @@ def _from_environment(
             continue
         named, field = split
         if named is None:
-            shared[field] = value
+            shared[field] = (name, value)
         elif named == wanted:
-            own[field] = value
-    return shared, own
+            own[field] = (name, value)
+    return {**shared, **own}
 
 
 def _split_variable(name: str) -> tuple[str | None, str] | None:
@@ -504,13 +566,19 @@ def _section(config: Mapping[str, Any], dotted: str, prefix: str) -> Mapping[str
     return found
 
 
-def _naming(error: ValidationError, client: str) -> ValidationError:
-    """`error` again, its title naming the client (or a note, if it cannot be)."""
+def _naming(
+    error: ValidationError, client: str, variables: Sequence[str] = ()
+) -> ValidationError:
+    """`error` again, its title naming the client (or a note, if it cannot be).
+
+    `variables` are the environment variables the failing values came from.
+    """
+    source = f" (from environment variable {', '.join(variables)})" if variables else ""
     try:
         return ValidationError.from_exception_data(
-            f"HttpResilienceOptions of HTTP client {client!r}",
+            f"HttpResilienceOptions of HTTP client {client!r}{source}",
             cast("Any", error.errors()),
         )
     except (KeyError, TypeError, ValueError):  # an error type pydantic cannot rebuild
-        error.add_note(f"in the options of HTTP client {client!r}")
+        error.add_note(f"in the options of HTTP client {client!r}{source}")
         return error

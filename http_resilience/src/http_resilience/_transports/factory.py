@@ -6,7 +6,7 @@ import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Final, Self, TypeVar
+from typing import Any, ClassVar, Final, Self, TypeVar
 
 import httpx
 
@@ -15,7 +15,11 @@ from http_resilience._core.events import HttpEventListener
 from http_resilience._health.snapshot import ClientHealth, health
 from http_resilience._shared.state import SharedState
 from http_resilience._strategies.pipeline import ResiliencePipeline
-from http_resilience._strategies.standard import HttpResilienceOptions
+from http_resilience._strategies.standard import (
+    HttpResilienceOptions,
+    apply_environment,
+    client_environment,
+)
 from http_resilience._transports.client_names import check_client_names
 from http_resilience._transports.correlation import (
     DEFAULT_CORRELATION_HEADER,
@@ -30,6 +34,37 @@ DEFAULT_CLIENT: Final = "default"
 """The name every factory knows without being told."""
 
 _T = TypeVar("_T")
+
+
+_MODULE: Final = "HttpClientsModule(...) from http_resilience.injector"
+_NOT_BY_INJECTOR: Final = (
+    "HttpClientFactory is provided by HttpClientsModule: add "
+    "HttpClientsModule(lambda clients: clients.add(...)) (from "
+    "http_resilience.injector) to the Injector's modules. Built by the injector "
+    "on its own, it would have none of the application's clients."
+)
+
+
+class _ModuleOnly:
+    """What injector takes for the factory's scope, so it never builds one itself.
+
+    Injector reads a class's ``__scope__`` and asks that scope for the
+    provider of each lookup (``get(key, provider)``). Given the class itself
+    to build (injector's implicit binding, or ``bind(HttpClientFactory,
+    to=HttpClientFactory)``), it refuses, naming the module; any other
+    provider (the module's instance) is handed back as it is. Duck-typed on
+    injector's scope protocol: this module never imports injector.
+    """
+
+    def get(self, key: object, provider: object) -> object:
+        """The provider, unless it would build an `HttpClientFactory` from nothing.
+
+        Raises:
+            LookupError: It would; the message names the module to add.
+        """
+        if getattr(provider, "_cls", None) is HttpClientFactory:
+            raise LookupError(_NOT_BY_INJECTOR)
+        return provider
 
 
 class HttpClientFactory:
@@ -72,8 +107,11 @@ class HttpClientFactory:
             is ignored.
         config: The whole configuration mapping; each client's options come
             from ``resilience.http``, its own ``resilience.http.clients.<name>``
-            section and ``RESILIENCE__HTTP__...`` environment variables, unless
-            `add` gives options or a pipeline.
+            section and ``RESILIENCE__HTTP__...`` environment variables. Options
+            given to `add` stand in for the sections, and the environment
+            still applies on top of them (the operator wins); a client given a
+            pipeline reads neither. A key under ``resilience`` that is no
+            known section is refused here.
         clock: Every client's clock; `FakeClock` in tests.
         listeners: Called with every client's events (each names its client).
         correlation_header: The header that carries the id; None sends none.
@@ -115,6 +153,13 @@ class HttpClientFactory:
         >>> asyncio.run(main())
         200
     """
+
+    # Only `HttpClientsModule` provides the factory to an injector: the
+    # mediator reads `__provided_by__` when it compiles a handler needing one
+    # (and fails at build, naming the module); injector itself meets
+    # `__scope__` (see `_ModuleOnly`).
+    __provided_by__: ClassVar[str] = _MODULE
+    __scope__: ClassVar[type[_ModuleOnly]] = _ModuleOnly
 
     def __init__(
         self,
@@ -174,10 +219,13 @@ class HttpClientFactory:
                 logs and errors.
             options: Its standard pipeline's options; None (and no `pipeline`)
                 reads them for `name` from the factory's configuration and the
-                environment.
+                environment. Given, they stand in for the configuration, and
+                the ``RESILIENCE__HTTP__...`` variables still apply on top.
             pipeline: A `ResiliencePipeline` to run instead of the standard
-                one; the configuration's options are then not read. One that
-                hedges makes an async-only client.
+                one; the configuration's options are then not read, and a
+                ``RESILIENCE__HTTP__CLIENTS__<NAME>__...`` variable for the
+                client is refused (no variable reaches into a pipeline). One
+                that hedges makes an async-only client.
             **httpx_kwargs: What `create_async_client` (or `create_client`)
                 takes besides: ``deadline_header`` (None sends none),
                 ``shared`` (a `SharedState` in place of the factory's), and what
@@ -189,8 +237,10 @@ class HttpClientFactory:
 
         Raises:
             ValueError: `name` is empty or already added,
-                ``deadline_header`` is no header name, or ``proxy`` has a
-                scheme httpx does not proxy through.
+                ``deadline_header`` is no header name, ``proxy`` has a
+                scheme httpx does not proxy through, or a pipeline is given
+                while a ``RESILIENCE__HTTP__CLIENTS__<NAME>__...`` variable
+                is set for the client.
             httpx.InvalidURL: ``base_url`` or ``proxy`` does not parse (the
                 message never quotes it: it may hold a password or token).
             RuntimeError: The factory's names are fixed (its `configure` has
@@ -225,6 +275,11 @@ class HttpClientFactory:
             self._check_not_fixed(name)
         if options is None and pipeline is None:
             options = self._read(name)
+        elif isinstance(options, HttpResilienceOptions):
+            # The operator's environment wins over options in code.
+            options = apply_environment(options, client=name)
+        if pipeline is not None:
+            _refuse_environment(name)
         client = NamedClient.checked(name, options, pipeline, httpx_kwargs)
         with self._lock:
             self._check_open()
@@ -403,4 +458,24 @@ class HttpClientFactory:
             listeners=self._listeners,
             correlation=self._correlation,
             shared=self._shared,
+        )
+
+
+def _refuse_environment(name: str) -> None:
+    """Refuse client variables for a client whose pipeline was given in code.
+
+    No variable can reach inside a `ResiliencePipeline`; ignoring the
+    operator's would be the silent surprise this refuses.
+
+    Raises:
+        ValueError: Naming the variables and what to do.
+    """
+    variables = client_environment(os.environ, name)
+    if variables:
+        raise ValueError(
+            f"HTTP client {name!r} runs a pipeline given in code, which the "
+            f"environment cannot change, but {', '.join(variables)} "
+            f"{'is' if len(variables) == 1 else 'are'} set for it: unset "
+            f"{'it' if len(variables) == 1 else 'them'}, or give the client "
+            "options instead of a pipeline"
         )

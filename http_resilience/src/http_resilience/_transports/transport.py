@@ -49,7 +49,11 @@ from http_resilience._core.telemetry import Telemetry
 from http_resilience._shared.link import ClientShare
 from http_resilience._shared.state import SharedState
 from http_resilience._strategies.pipeline import ResiliencePipeline
-from http_resilience._strategies.standard import HttpResilienceOptions, standard_steps
+from http_resilience._strategies.standard import (
+    HttpResilienceOptions,
+    apply_environment,
+    standard_steps,
+)
 from http_resilience._transports.sync_deadline import hold_deadlines
 
 __all__ = [
@@ -149,7 +153,8 @@ def resolve_options(
             f"HTTP client {name!r}: options must be HttpResilienceOptions or None, "
             f"got {type(options).__qualname__}"
         )
-    return options
+    # The operator's environment variables apply on top of options in code.
+    return apply_environment(options, client=name)
 
 
 def resolve_pipeline(

@@ -29,7 +29,7 @@ from mediator._asgi.types import (
 )
 from mediator._clock import utc_now
 from mediator._context import Principal, current_principal
-from mediator._errors import TransientDatabaseError
+from mediator._errors import ConfigurationError, TransientDatabaseError
 from mediator._idempotency import ScopeMode, idempotency_key, scope_of
 from mediator._idempotency_behavior import (
     DEFAULT_LEASE,
@@ -631,12 +631,16 @@ def _bad_input(error: Exception) -> bool:
 
 def _log_store_failure(what: str, scope: Scope, error: Exception) -> None:
     # The error's type only: a driver's message, and SQLAlchemy's parameter
-    # list, would quote the key.
+    # list, would quote the key. A configuration error is ours (a missing
+    # table, named) and quotes no key: its message says what to do.
+    detail = type(error).__qualname__
+    if isinstance(error, ConfigurationError):
+        detail += f": {error}"
     _logger.error(
         f"could not {what} (the store raised %s)",
         scope["method"],
         scope["path"],
-        type(error).__qualname__,
+        detail,
     )
 
 
