@@ -20,6 +20,7 @@ from typing import Any
 
 from mediator._handlers import CallStyle, HandlerInfo
 from mediator._scope import enter_scope
+from mediator._threads import build_and_handle, in_thread  # unasync: async-only
 
 __all__ = [
     "AsyncHandle",
@@ -113,6 +114,10 @@ def deliver_in_turn(targets: list[NotificationTarget], type_name: str) -> Publis
         errors: list[Exception] = []
         for info, make in targets:
             try:
+                # A plain def runs in a worker thread, not on the loop.
+                if info.style is CallStyle.SYNC:  # unasync: async-only
+                    await in_thread(build_and_handle, make, notification)
+                    continue
                 result = make().handle(notification)
                 if info.style is CallStyle.ASYNC:  # unasync: async-only
                     await result

@@ -35,6 +35,12 @@ class RequestHandler(ABC, Generic[TRequest, R]):
     what it handles and what it returns. Dependencies come through the
     constructor, decorated with ``@inject``.
 
+    A plain ``def handle`` serves both paths: `Mediator.send_sync` runs it in
+    the caller's thread, and `Mediator.send` builds and runs it in a worker
+    thread, in a copy of the send's context, so it never blocks the event loop
+    (the hop costs tens of microseconds per send). An ``async def handle`` runs
+    on the loop and only under `send`.
+
     Example:
         >>> from decimal import Decimal
         >>> from mediator import Query
@@ -62,7 +68,8 @@ class NotificationHandler(ABC, Generic[TNotification]):
     """One of the handlers a notification type is published to.
 
     A handler registered for a base notification class also receives its
-    subclasses.
+    subclasses. A plain ``def handle`` runs in a worker thread under
+    `Mediator.publish`, as a request handler's does under `send`.
     """
 
     @abstractmethod
@@ -74,7 +81,9 @@ class StreamHandler(ABC, Generic[TStream, T]):
     """Answers a `StreamQuery` with items, usually as an async generator.
 
     `handle` may be an async generator, a plain generator, or a plain function
-    returning an async iterable.
+    returning an (async) iterable. A plain one is called in a worker thread
+    when the first item is pulled, and a plain generator is advanced there, one
+    hop per item (tens of microseconds each), and closed there.
     """
 
     @abstractmethod

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 from typing import (
     TYPE_CHECKING,
     Annotated,
@@ -62,6 +63,7 @@ from mediator._idempotency_store import (
 from mediator._requests import is_request_type
 from mediator._scope import ScopeState, active_scope
 from mediator._stage import Stage
+from mediator._threads import Lane, scope_lane
 from mediator._transaction import in_unit_of_work
 from mediator._wiring import Wiring
 
@@ -196,7 +198,11 @@ class IdempotencyBehavior:
       transaction, before it commits: the effect and the record commit
       together. Otherwise the record is written after the handler returns, in
       a transaction of its own (not atomic with the effect). A domain error is
-      stored as the outcome; any other failure gives the key back;
+      stored as the outcome; any other failure gives the key back. Under
+      `send`, a command whose handler is a plain ``def`` uses the sync
+      `IdempotencyStore` when one is bound (with an async one too), on the
+      handler's worker thread: its record completes on the `Session` the
+      handler writes on;
     - completed with the same fingerprint: the stored response is returned,
       or the stored domain error raised, without running the handler;
       `is_replay` says so, and so does the audit record;
@@ -280,12 +286,49 @@ class IdempotencyBehavior:
             lease=options.lease,
             retention=options.retention,
         )
-        token = _token(request, claim, plan)
-        if token is None:
-            return plan.outcomes.replay(_replayed(claim))
         # The sync store only when it is the one in use: resolving another would
         # open a session of its own.
         sync = store.store if isinstance(store, AwaitedStore) else None
+        return await self._run(request, next, plan, scope, key, claim, store, sync)
+
+    async def handle_threaded(self, request: Any, next: Next[Any]) -> Any:
+        """`handle` for a request whose handler is a plain def, run in a thread.
+
+        With an `IdempotencyStore` bound (with an `AsyncIdempotencyStore` too),
+        that sync store, built and called on the request's worker thread: the
+        thread of the handler and of the sync unit of work, whose `Session` the
+        store completes the claim on, so a ``@transactional`` command's record
+        commits with the handler's writes. Without one, as `handle`.
+        """
+        if self._sync is None:
+            return await self.handle(request, next)
+        plan, scope, key, print_ = self._prepare(request)
+        lane = scope_lane(_scope(request))
+        mark_replay(False)
+        options = self._options
+        sync, claim = await lane.run(
+            _build_and_claim,
+            self._sync,
+            (scope, key, print_, self._now(), options.lease, options.retention),
+        )
+        store = _OnLane(sync, lane)
+        return await self._run(request, next, plan, scope, key, claim, store, sync)
+
+    async def _run(
+        self,
+        request: Any,
+        next: Next[Any],
+        plan: _Plan,
+        scope: str,
+        key: str,
+        claim: Claim,
+        store: AsyncIdempotencyStore,
+        sync: IdempotencyStore | None,
+    ) -> Any:
+        """Replay, refuse, or run the rest of the chain under the claim; settle it."""
+        token = _token(request, claim, plan)
+        if token is None:
+            return plan.outcomes.replay(_replayed(claim))
         claimed = Claimed(
             request, scope, key, token, store, sync, plan.outcomes, self._now
         )
@@ -484,3 +527,68 @@ def _note(error: BaseException, failure: Exception) -> None:
         "settling the idempotency key also failed: "
         f"{type(failure).__qualname__}: {failure}"
     )
+
+
+def _build_and_claim(
+    make: Callable[[], IdempotencyStore],
+    args: tuple[str, str, str, datetime, timedelta, timedelta],
+) -> tuple[IdempotencyStore, Claim]:
+    """Build the request's sync store and claim the key with it: in its thread."""
+    scope, key, print_, now, lease, retention = args
+    store = make()
+    claim = store.claim(scope, key, print_, now=now, lease=lease, retention=retention)
+    return store, claim
+
+
+class _OnLane:
+    """A sync `IdempotencyStore` on the async path, called on a request's lane.
+
+    The lane is the thread of the request's plain-def handler and sync unit of
+    work, so `complete` writes on their `Session`, in their transaction.
+    """
+
+    def __init__(self, store: IdempotencyStore, lane: Lane) -> None:
+        self.store = store
+        self.lane = lane
+
+    async def claim(
+        self,
+        scope: str,
+        key: str,
+        fingerprint: str,
+        *,
+        now: datetime,
+        lease: timedelta,
+        retention: timedelta,
+    ) -> Claim:
+        return await self.lane.run(
+            partial(
+                self.store.claim,
+                scope,
+                key,
+                fingerprint,
+                now=now,
+                lease=lease,
+                retention=retention,
+            )
+        )
+
+    async def complete(
+        self, scope: str, key: str, token: str, outcome: StoredOutcome, *, now: datetime
+    ) -> None:
+        await self.lane.run(
+            partial(self.store.complete, scope, key, token, outcome, now=now)
+        )
+
+    async def finish(
+        self, scope: str, key: str, token: str, outcome: StoredOutcome, *, now: datetime
+    ) -> None:
+        await self.lane.run(
+            partial(self.store.finish, scope, key, token, outcome, now=now)
+        )
+
+    async def release(self, scope: str, key: str, token: str) -> None:
+        await self.lane.run(self.store.release, scope, key, token)
+
+    async def purge_expired(self, *, now: datetime) -> int:
+        return await self.lane.run(partial(self.store.purge_expired, now=now))

@@ -26,6 +26,7 @@ from mediator._chain_sync import (
 )
 from mediator._handlers import CallStyle, HandlerInfo
 from mediator._routes import BehaviorInfo, describe, refuse
+from mediator._threads import build_and_handle, in_thread
 
 __all__ = [
     "NotificationTarget",
@@ -62,6 +63,12 @@ def publish_route(
 
 
 async def _call(info: HandlerInfo, make: Callable[[], Any], notification: Any) -> None:
+    if info.style is CallStyle.SYNC:
+        # In a worker thread. The plain-def handlers of one scoped publish share
+        # its thread, so they run one at a time even when concurrent: never two
+        # at once on one request-scoped session.
+        await in_thread(build_and_handle, make, notification)
+        return
     result = make().handle(notification)
     if info.style is CallStyle.ASYNC:
         await result

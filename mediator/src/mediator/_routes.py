@@ -22,6 +22,7 @@ from mediator._chain import AsyncRoute, chain
 from mediator._chain_sync import SyncRoute, chain_sync
 from mediator._errors import SyncPathError
 from mediator._handlers import CallStyle, HandlerInfo
+from mediator._threads import build_and_handle, in_thread
 
 __all__ = [
     "AsyncRoute",
@@ -65,20 +66,38 @@ def async_route(
 ) -> AsyncRoute:
     """The async route of a request type: behaviors, outermost first, around it.
 
-    A singleton handler built already is called through its bound method; a
-    plain-def handler is called from a coroutine, so the route is awaitable.
+    A singleton handler built already is called through its bound method. A
+    plain-def handler is built and called in a worker thread
+    (`mediator._threads`), so it never blocks the event loop; behaviors stay on
+    the loop, and a behavior with a ``handle_threaded`` (`TransactionBehavior`)
+    wraps it with that instead of ``handle``.
     """
+    if info.style is not CallStyle.SYNC:
 
-    def call_async(request: Any) -> Awaitable[Any]:
-        return make().handle(request)  # type: ignore[no-any-return]
+        def call_async(request: Any) -> Awaitable[Any]:
+            return make().handle(request)  # type: ignore[no-any-return]
 
-    async def call_sync(request: Any) -> Any:
-        return make().handle(request)
+        route: AsyncRoute = call_async if instance is None else instance.handle
+        return chain(route, [b.instance.handle for b in behaviors], scoped=scoped)
 
-    route: AsyncRoute = call_async if info.style is CallStyle.ASYNC else call_sync
-    if instance is not None and info.style is CallStyle.ASYNC:
-        route = instance.handle
-    return chain(route, [b.instance.handle for b in behaviors], scoped=scoped)
+    if instance is None:
+
+        def call_in_thread(request: Any) -> Awaitable[Any]:
+            return in_thread(build_and_handle, make, request)
+
+        route = call_in_thread
+    else:
+        handle = instance.handle
+
+        def call_singleton_in_thread(request: Any) -> Awaitable[Any]:
+            return in_thread(handle, request)
+
+        route = call_singleton_in_thread
+    handles = [
+        getattr(b.instance, "handle_threaded", None) or b.instance.handle
+        for b in behaviors
+    ]
+    return chain(route, handles, scoped=scoped)
 
 
 def sync_route(

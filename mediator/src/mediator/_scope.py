@@ -5,11 +5,14 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Iterator
 from contextvars import ContextVar
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from injector import Injector, Provider, Scope, ScopeDecorator
 
 from mediator._errors import ScopeError, SyncPathError
+
+if TYPE_CHECKING:
+    from mediator._threads import Lane
 
 __all__ = ["RequestScope", "at_scope_exit", "request_scope"]
 
@@ -27,6 +30,7 @@ class ScopeState(dict[object, Any]):
 
     open: bool = True
     cleanups: list[Callable[[], object]] | None = None
+    lane: Lane | None = None  # the worker thread of its sync work, once it has some
 
     def close(self, failure: BaseException | None) -> None:
         """End the scope on the sync path: run the cleanups, newest first.
@@ -43,7 +47,21 @@ class ScopeState(dict[object, Any]):
         _report(errors, failure)
 
     async def aclose(self, failure: BaseException | None) -> None:
-        """End the scope on the async path: run the cleanups, awaiting async ones."""
+        """End the scope on the async path: run the cleanups, awaiting async ones.
+
+        A scope that ran sync work in a worker thread (a plain-def handler, a
+        sync unit of work) runs its cleanups on that thread too, after the work
+        queued there, so a sync `Session` is closed where it was used; what a
+        cleanup returns that must be awaited is awaited here.
+        """
+        lane = self.lane
+        if lane is not None:
+            self.lane = None
+            try:
+                await self._aclose_on(lane, failure)
+            finally:
+                lane.release()
+            return
         if self.cleanups is None:
             self.open = False
             return
@@ -51,6 +69,18 @@ class ScopeState(dict[object, Any]):
         for _, result in self._run_cleanups(errors):
             try:
                 await result
+            except Exception as error:
+                errors.append(error)
+        _report(errors, failure)
+
+    async def _aclose_on(self, lane: Lane, failure: BaseException | None) -> None:
+        self.open = False
+        errors: list[Exception] = []
+        for cleanup in reversed(self.cleanups or ()):
+            try:
+                result = await lane.run(cleanup)
+                if inspect.isawaitable(result):
+                    await result
             except Exception as error:
                 errors.append(error)
         _report(errors, failure)

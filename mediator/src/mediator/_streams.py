@@ -11,11 +11,12 @@ from collections.abc import (
     Iterable,
 )
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 from mediator._handlers import CallStyle, HandlerInfo
 from mediator._routes import BehaviorInfo, describe
 from mediator._scope import ScopeState, active_scope, current_scope
+from mediator._threads import acquire_lane, build_and_handle, scope_lane
 
 __all__ = ["StreamRoute", "stream_route"]
 
@@ -32,22 +33,20 @@ def stream_route(
     """The route of a stream query: stream-aware behaviors around the handler.
 
     Every route yields an async generator, so the consumer can always
-    ``aclose()`` it (or use ``contextlib.aclosing``) to stop early.
+    ``aclose()`` it (or use ``contextlib.aclosing``) to stop early. A
+    plain-def handler runs in a worker thread (see `_in_thread`); it is called
+    when the first item is pulled.
     """
-
-    def from_generator(query: Any) -> AsyncGenerator[Any, None]:
-        return _from_sync(make().handle(query))
 
     def from_async_generator(query: Any) -> AsyncGenerator[Any, None]:
         return make().handle(query)  # type: ignore[no-any-return]
 
-    def from_iterable(query: Any) -> AsyncGenerator[Any, None]:
-        return _from_iterable(make().handle(query), info)
+    def from_def(query: Any) -> AsyncGenerator[Any, None]:
+        return _in_thread(make, query, info)
 
-    route: StreamRoute = {
-        CallStyle.GENERATOR: from_generator,
-        CallStyle.ASYNC_GENERATOR: from_async_generator,
-    }.get(info.style, from_iterable)
+    route: StreamRoute = (
+        from_async_generator if info.style is CallStyle.ASYNC_GENERATOR else from_def
+    )
 
     for behavior in reversed(behaviors):
         if behavior.handle_stream is not None:
@@ -96,27 +95,49 @@ async def _closing_step(
                 await stream.aclose()
 
 
-async def _from_sync(items: Iterable[Any]) -> AsyncGenerator[Any, None]:
-    for item in items:
-        yield item
+_DONE: Any = object()  # what next() returns when the handler's items ran out
 
 
-async def _from_async(items: AsyncIterable[Any]) -> AsyncGenerator[Any, None]:
-    async for item in items:
-        yield item
+async def _in_thread(
+    make: Callable[[], Any], query: Any, info: HandlerInfo
+) -> AsyncGenerator[Any, None]:
+    """A plain-def stream handler, called and advanced in a worker thread.
 
-
-def _from_iterable(result: object, info: HandlerInfo) -> AsyncGenerator[Any, None]:
-    if isinstance(result, AsyncIterable):
-        items: AsyncIterable[Any] = result  # pyright: ignore[reportUnknownVariableType]
-        return _from_async(items)
-    if isinstance(result, Iterable):
-        plain: Iterable[Any] = result  # pyright: ignore[reportUnknownVariableType]
-        return _from_sync(plain)
-    raise TypeError(
-        f"{describe(info.handler)} returned {type(result).__qualname__}; a stream "
-        "handler must yield items or return an (async) iterable"
-    )
+    The handler is built and called on the thread; a plain generator (or any
+    other iterator it returns) is advanced there, one hop per item, and closed
+    there, so a cursor it holds stays on one thread. A list or tuple is yielded
+    from as it is, and an async iterable on the loop. The thread is the request
+    scope's when the stream runs in one, else one taken for the stream.
+    """
+    state = active_scope()
+    lane = acquire_lane() if state is None else scope_lane(state)
+    try:
+        result = await lane.run(build_and_handle, make, query)
+        if isinstance(result, list | tuple):
+            for item in cast("Iterable[Any]", result):
+                yield item
+        elif isinstance(result, AsyncIterable):
+            items: AsyncIterable[Any] = result  # pyright: ignore[reportUnknownVariableType]
+            async for item in items:
+                yield item
+        elif isinstance(result, Iterable):
+            iterable: Iterable[Any] = result  # pyright: ignore[reportUnknownVariableType]
+            iterator = await lane.run(iter, iterable)
+            try:
+                while (item := await lane.run(next, iterator, _DONE)) is not _DONE:
+                    yield item
+            finally:
+                close = getattr(iterator, "close", None)
+                if close is not None:
+                    await lane.run(close)
+        else:
+            raise TypeError(
+                f"{describe(info.handler)} returned {type(result).__qualname__}; a "
+                "stream handler must yield items or return an (async) iterable"
+            )
+    finally:
+        if state is None:
+            lane.release()
 
 
 class _ScopedStream(AsyncGenerator[Any, None]):

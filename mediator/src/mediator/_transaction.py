@@ -20,6 +20,7 @@ from mediator._errors import (
 from mediator._requests import is_request_type
 from mediator._scope import ScopeState, active_scope
 from mediator._stage import Stage
+from mediator._threads import Lane, scope_lane
 from mediator._transaction_drive import drive_attempt
 from mediator._transaction_drive_sync import drive_attempt_sync
 from mediator._wiring import Wiring
@@ -166,8 +167,12 @@ class TransactionBehavior:
     can fix.
 
     The async path uses the bound `AsyncUnitOfWork` when there is one, else the
-    `UnitOfWork`; `send_sync` needs a `UnitOfWork`. A failure while rolling
-    back never hides the failure that caused it.
+    `UnitOfWork`; `send_sync` needs a `UnitOfWork`. A request whose handler is
+    a plain ``def`` gets the `UnitOfWork` on both paths when one is bound (with
+    both bound too), since such a handler uses the sync `Session`: under
+    `send`, its begin, commit and rollback run in the worker thread of the
+    request, the one the handler runs in, so they never block the event loop.
+    A failure while rolling back never hides the failure that caused it.
     """
 
     stage: ClassVar[Stage] = Stage.TRANSACTION
@@ -207,6 +212,25 @@ class TransactionBehavior:
             unit = self._async()
         else:
             unit = _Awaitable(self._sync_unit(request))
+        flow = _attempt(scope, outer, unit, request)
+        return _result(await drive_attempt(flow, unit, next))
+
+    async def handle_threaded(self, request: Any, next: Next[Any]) -> Any:
+        """`handle` for a request whose handler is a plain def, run in a thread.
+
+        The sync `UnitOfWork` when one is bound, its calls made on the request's
+        worker thread; else the `AsyncUnitOfWork`, on the loop. A nested send
+        joins the running unit, as with `handle`.
+        """
+        scope = _scope(request)
+        outer: object = scope.get(_ACTIVE)
+        unit: AsyncUnitOfWork
+        if outer is not None:
+            unit = _async_savepoint(outer)
+        elif self._sync is not None:
+            unit = _InThread(self._sync(), scope_lane(scope))
+        else:
+            unit = cast(Callable[[], AsyncUnitOfWork], self._async)()
         flow = _attempt(scope, outer, unit, request)
         return _result(await drive_attempt(flow, unit, next))
 
@@ -338,6 +362,31 @@ class _Awaitable:
 
     def translate_error(self, error: BaseException) -> BaseException:
         return self.unit.translate_error(error)
+
+
+class _InThread(_Awaitable):
+    """A sync `UnitOfWork` whose calls run on the request's worker thread.
+
+    The thread is the one a plain-def handler of the request runs in, so the
+    session's connection stays on one thread, and a rollback waits for a
+    handler still running after its send was cancelled.
+    """
+
+    def __init__(self, unit: UnitOfWork, lane: Lane) -> None:
+        super().__init__(unit)
+        self.lane = lane
+
+    async def begin(self) -> None:
+        await self.lane.run(self.unit.begin)
+
+    async def commit(self) -> None:
+        await self.lane.run(self.unit.commit)
+
+    async def rollback(self) -> None:
+        await self.lane.run(self.unit.rollback)
+
+    def savepoint(self) -> _InThread:
+        return _InThread(self.unit.savepoint(), self.lane)
 
 
 def _async_savepoint(outer: object) -> AsyncUnitOfWork:
