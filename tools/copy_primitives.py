@@ -42,9 +42,17 @@ COPIES: Mapping[str, Sequence[str]] = {
         f"{_HTTP}/_core/recorder.py",
         f"{_MEDIATOR_RESILIENCE}/_recorder.py",
     ),
+    "config_sections.py": (
+        f"{_HTTP}/_core/config_sections.py",
+        f"{_MEDIATOR_RESILIENCE}/_config_sections.py",
+    ),
     "stack_order.py": (
         f"{_HTTP}/_transports/_stack_order.py",
         "mediator/src/mediator/_asgi/_stack_order.py",
+    ),
+    "wsgi_context.py": (
+        f"{_HTTP}/_transports/wsgi_in_context.py",
+        "mediator/src/mediator/_wsgi/in_context.py",
     ),
 }
 

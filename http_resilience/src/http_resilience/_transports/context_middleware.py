@@ -26,9 +26,11 @@ after retrying it as far as its policy goes, a failed answer (status 400 or
 more) says so in ``X-Retry-Exhausted: 1``: the caller does not retry it, and
 each failure is retried at one hop only. An exception that escapes the
 handler after such a call, before any answer began, is answered with the same
-header: a resilience or transport error with the status
-`ResilienceErrorMiddleware` gives it (and not raised on: it is an outage, not
-a bug), anything else 503 and raised on, for the server to log.
+header: a resilience or transport error, or the `httpx.HTTPStatusError` that
+``raise_for_status()`` raises on an answer the client gave up on, with the
+status `ResilienceErrorMiddleware` gives it (and not raised on: it is an
+outage, not a bug, so the server logs no traceback and keeps the connection);
+anything else 503 and raised on, for the server to log.
 
 A value that is malformed or out of range is ignored and counted
 (`ResilienceContextMiddleware.ignored`), never raised: a bad header from a
@@ -37,19 +39,14 @@ caller must not fail its request.
 
 from __future__ import annotations
 
-import functools
-import inspect
-import math
-import re
 from collections import Counter
 from collections.abc import Awaitable, Callable, MutableMapping
 from contextlib import ExitStack
-from datetime import timedelta
 from http import HTTPStatus
-from typing import Any, Final, cast
+from typing import Any
 
 from http_resilience._core.deadline import DEADLINE_HEADER, deadline_scope
-from http_resilience._core.durations import DurationInput, in_seconds, read_duration
+from http_resilience._core.durations import DurationInput
 from http_resilience._core.nested import (
     RETRY_ATTEMPT_HEADER,
     RETRY_EXHAUSTED_HEADER,
@@ -57,7 +54,6 @@ from http_resilience._core.nested import (
     caller_attempt_scope,
     downstream_scope,
 )
-from http_resilience._core.raw_headers import is_token
 from http_resilience._transports.asgi import problem_for, send_problem
 from http_resilience._transports.correlation import (
     DEFAULT_CORRELATION_HEADER,
@@ -66,6 +62,17 @@ from http_resilience._transports.correlation import (
     new_correlation_id,
 )
 from http_resilience._transports.stack import enter_stack
+from http_resilience._transports.wsgi_inbound import (
+    checked_limits,
+    checked_trusted,
+    lowered,
+    read_attempt,
+    read_deadline,
+    trusts,
+)
+from http_resilience._transports.wsgi_inbound import (
+    default_deadline as read_default_deadline,
+)
 
 __all__ = ["ResilienceContextMiddleware", "TrustedCaller"]
 
@@ -76,9 +83,6 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 TrustedCaller = Callable[[Scope], bool]
 """Whether the caller's own headers are believed, told from its ASGI scope."""
-
-_INTEGER: Final = re.compile(rb"[0-9]{1,12}")
-_MAX_ATTEMPT: Final = 1000
 
 
 class ResilienceContextMiddleware:
@@ -152,17 +156,12 @@ class ResilienceContextMiddleware:
         trusted: TrustedCaller | None = None,
         default_deadline: DurationInput | None = None,
     ) -> None:
-        for name, value in (
-            ("safety_margin", safety_margin),
-            ("max_deadline", max_deadline),
-        ):
-            if not math.isfinite(value) or value < 0:
-                raise ValueError(f"{name} must be a finite number of seconds >= 0")
+        checked_limits(safety_margin, max_deadline)
         self.app = app
         self.safety_margin = safety_margin
         self.max_deadline = max_deadline
-        self.trusted = _checked_trusted(trusted)
-        self.default_deadline = _default_deadline(default_deadline, max_deadline)
+        self.trusted: TrustedCaller | None = checked_trusted(trusted, "the ASGI scope")
+        self.default_deadline = read_default_deadline(default_deadline, max_deadline)
         self._default = (
             None
             if self.default_deadline is None
@@ -182,7 +181,7 @@ class ResilienceContextMiddleware:
             await self.app(scope, receive, send)
             return
         deadline = attempt = correlation = None
-        if self._trusts(scope):
+        if trusts(self.trusted, scope):
             ids: list[bytes] = []
             for name, value in scope.get("headers", ()):
                 lowered = bytes(name).lower()
@@ -240,7 +239,10 @@ class ResilienceContextMiddleware:
             if started or not record.exhausted:
                 raise
             problem = problem_for(error)
-            if problem is not None:  # an outage, as `ResilienceErrorMiddleware` says
+            if problem is not None:
+                # An outage, as `ResilienceErrorMiddleware` says (a marked
+                # HTTPStatusError among them): answered, never raised on, so
+                # the server keeps the connection and logs no traceback.
                 await send_problem(send, *problem, ((header, b"1"),))
                 return
             # Anything else may be a bug: answered, and raised on to be logged.
@@ -250,93 +252,19 @@ class ResilienceContextMiddleware:
             raise
 
     def _read_deadline(self, value: bytes) -> float | None:
-        text = value.strip()
-        if not _INTEGER.fullmatch(text):
+        seconds = read_deadline(value, self.safety_margin, self._longest)
+        if seconds is None:
             self.ignored["deadline"] += 1
-            return None
-        seconds = int(text) / 1000 - self.safety_margin
-        return min(max(seconds, 0.0), self._longest)
+        return seconds
 
     def _read_attempt(self, value: bytes) -> int | None:
-        text = value.strip()
-        if not _INTEGER.fullmatch(text) or not 1 <= int(text) <= _MAX_ATTEMPT:
+        attempt = read_attempt(value)
+        if attempt is None:
             self.ignored["attempt"] += 1
-            return None
-        return int(text)
-
-    def _trusts(self, scope: Scope) -> bool:
-        if self.trusted is None:
-            return True
-        # Checked whatever the annotations say: a truthy string or a coroutine
-        # must not pass for True.
-        verdict = cast("object", self.trusted(scope))
-        if isinstance(verdict, bool):
-            return verdict
-        if inspect.iscoroutine(verdict):
-            verdict.close()
-        raise TypeError(
-            f"trusted must return True or False, got {type(verdict).__name__}"
-        )
-
-
-def _checked_trusted(trusted: object) -> TrustedCaller | None:
-    """`trusted` if it is None or a plain callable; refused at once otherwise."""
-    if trusted is None:
-        return None
-    if not callable(trusted):
-        raise TypeError(
-            "trusted must be a callable that takes the ASGI scope and returns "
-            f"True or False, or None, got {type(trusted).__name__}"
-        )
-    call: object = trusted
-    while isinstance(call, functools.partial):
-        call = cast("functools.partial[object]", call).func
-    if inspect.iscoroutinefunction(call) or inspect.iscoroutinefunction(
-        type(call).__call__  # an object whose __call__ is async def
-    ):
-        raise TypeError(
-            "trusted must be a plain function, not async def: it decides from "
-            "the ASGI scope alone"
-        )
-    return cast("TrustedCaller", trusted)
-
-
-def _default_deadline(value: object, max_deadline: float) -> timedelta | None:
-    """`value` read as a duration: positive, and no longer than `max_deadline`."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, timedelta | int | float | str):
-        raise TypeError(
-            "default_deadline must be a timedelta, seconds or a string such as "
-            f"'5s', or None, got {type(value).__name__}"
-        )
-    try:
-        deadline = read_duration(value, "default_deadline")
-    except ValueError as error:
-        # The reader names the field in some messages, not in others.
-        text = str(error)
-        named = text if text.startswith("default_deadline") else None
-        raise ValueError(named or f"default_deadline: {text}") from None
-    if deadline <= timedelta(0):
-        raise ValueError(
-            f"default_deadline must be positive, got {in_seconds(deadline)}"
-        )
-    if deadline.total_seconds() > max_deadline:
-        raise ValueError(
-            f"default_deadline ({in_seconds(deadline)}) may not be longer than "
-            f"max_deadline ({max_deadline:g} s)"
-        )
-    return deadline
+        return attempt
 
 
 def _lowered(header: object, name: str) -> bytes | None:
-    """The header to read, lower case; refused at once if it is no header name."""
-    if header is None:
-        return None
-    if not isinstance(header, str):
-        raise TypeError(
-            f"{name} must be a header name or None, got {type(header).__name__}"
-        )
-    if not is_token(header):
-        raise ValueError(f"{name} {header!r} is not an HTTP header name")
-    return header.lower().encode("ascii")
+    """The header to read, lower case, as ASGI gives header names."""
+    found = lowered(header, name)
+    return None if found is None else found.encode("ascii")

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Final, cast
 
+from mediator._asgi.problems import (
+    DEFAULT_RETRY_AFTER,
+    Answer,
+    answer_for,
+    checked_retry_after,
+    problem_parts,
+)
 from mediator._asgi.stack import enter_stack
 from mediator._asgi.types import (
     PRINCIPAL_SCOPE_KEY,
@@ -19,81 +24,9 @@ from mediator._asgi.types import (
     send_problem,
 )
 from mediator._context import current_principal
-from mediator._errors import (
-    BusinessRuleError,
-    ConflictError,
-    FieldError,
-    ForbiddenError,
-    NotFoundError,
-    TransientDatabaseError,
-    ValidationError,
-)
+from mediator._errors import FieldError
 
 __all__ = ["DEFAULT_RETRY_AFTER", "DomainErrorMiddleware"]
-
-DEFAULT_RETRY_AFTER: Final = 1.0
-"""Seconds a 503 answer asks the caller to wait: a transaction the database
-refused for now (a lock, a serialization failure) usually goes through on the
-next try."""
-
-_MAX_RETRY_AFTER: Final = 86_400.0
-# Visible ASCII and spaces: what a header value may hold without escaping.
-
-
-@dataclass(frozen=True, slots=True)
-class _Answer:
-    """One kind of answer: its status and its fixed wording."""
-
-    status: int
-    title: str
-    detail: str
-
-
-_UNAUTHENTICATED: Final = _Answer(
-    401, "Unauthorized", "This request needs an authenticated caller."
-)
-_FORBIDDEN: Final = _Answer(
-    403, "Forbidden", "The caller is not allowed to make this request."
-)
-_NOT_FOUND: Final = _Answer(
-    404, "Not Found", "Something this request names does not exist."
-)
-_CONFLICT: Final = _Answer(
-    409, "Conflict", "This request conflicts with the current state of the data."
-)
-_INVALID: Final = _Answer(
-    422, "Unprocessable Content", "The request has invalid fields: see errors."
-)
-_RULE: Final = _Answer(
-    422, "Unprocessable Content", "The request breaks a business rule."
-)
-_UNAVAILABLE: Final = _Answer(
-    503, "Service Unavailable", "The service is busy. Try again later."
-)
-
-_PRECEDENCE: Final = (
-    _UNAUTHENTICATED,
-    _FORBIDDEN,
-    _NOT_FOUND,
-    _CONFLICT,
-    _INVALID,
-    _RULE,
-    _UNAVAILABLE,
-)
-"""A group of errors is answered with the first kind its members reach.
-
-Deterministic failures come before the transient one: a member that fails
-the same way every time fails a retry too, so the caller must not be invited
-to retry with a 503. Among them, what the caller must fix first comes first
-(who it is, what it may do, what exists, then the request itself)."""
-
-_PLAIN: Final[tuple[tuple[type[Exception], _Answer], ...]] = (
-    (NotFoundError, _NOT_FOUND),
-    (ConflictError, _CONFLICT),
-    (BusinessRuleError, _RULE),
-    (TransientDatabaseError, _UNAVAILABLE),
-)
-"""The errors whose answer depends on nothing else."""
 
 
 class DomainErrorMiddleware:
@@ -110,7 +43,9 @@ class DomainErrorMiddleware:
     - `ConflictError`: 409;
     - `BusinessRuleError`: 422;
     - `TransientDatabaseError` (left after the retries): 503, with
-      ``Retry-After`` (`retry_after`, in whole seconds rounded up).
+      ``Retry-After`` (`retry_after`, in whole seconds rounded up);
+    - `DeadlineExceededError` (the caller's deadline passed while the unit of
+      work waited for a lock): 504, without ``Retry-After``.
 
     The body holds ``type`` (``"about:blank"``), ``title``, ``status`` and a
     ``detail`` fixed for each kind: never the exception's message, nor its
@@ -129,7 +64,7 @@ class DomainErrorMiddleware:
     An `ExceptionGroup` (`Mediator.publish` raises one when handlers fail),
     nested groups included, is answered when every error in it maps: with
     the first of 401, 403, 404, 409, 422 (field errors first, then business
-    rules) and 503 its members reach. A deterministic failure wins over the
+    rules), 503 and 504 its members reach. A deterministic failure wins over the
     transient one: a retry would fail the same way. A 422 lists the field
     errors of every `ValidationError` in the group. A group holding any other
     error is re-raised whole: the server answers 500, as for that error alone.
@@ -177,7 +112,7 @@ class DomainErrorMiddleware:
     ) -> None:
         check_app(app)
         self.app = app
-        self.retry_after = _checked_retry_after(retry_after)
+        self.retry_after = checked_retry_after(retry_after)
         self.www_authenticate = check_challenge(www_authenticate)
         self._retry_after = str(math.ceil(retry_after)).encode("ascii")
         self._challenge = (
@@ -207,30 +142,17 @@ class DomainErrorMiddleware:
                 current_principal() is not None
                 or scope.get(PRINCIPAL_SCOPE_KEY) is not None
             )
-            found = _answer_for(error, authenticated)
+            found = answer_for(error, authenticated)
             if found is None:
                 raise
             await self._send(send, *found)
 
     async def _send(
-        self, send: Send, answer: _Answer, errors: tuple[FieldError, ...]
+        self, send: Send, answer: Answer, errors: tuple[FieldError, ...]
     ) -> None:
-        members: dict[str, object] | None = None
-        if answer is _INVALID:
-            members = {
-                "errors": [
-                    {
-                        "field": ".".join(map(str, error.path)) if error.path else None,
-                        "message": error.message,
-                    }
-                    for error in errors
-                ]
-            }
-        headers: list[tuple[bytes, bytes]] = []
-        if answer is _UNAVAILABLE:
-            headers.append((b"retry-after", self._retry_after))
-        elif answer is _UNAUTHENTICATED and self._challenge is not None:
-            headers.append((b"www-authenticate", self._challenge))
+        members, headers = problem_parts(
+            answer, errors, retry_after=self._retry_after, challenge=self._challenge
+        )
         await send_problem(
             send,
             answer.status,
@@ -239,37 +161,3 @@ class DomainErrorMiddleware:
             members=members,
             headers=headers,
         )
-
-
-def _answer_for(
-    error: BaseException, authenticated: bool
-) -> tuple[_Answer, tuple[FieldError, ...]] | None:
-    """The answer to `error` and its field errors; None when it does not map."""
-    if isinstance(error, BaseExceptionGroup):
-        group = cast("BaseExceptionGroup[BaseException]", error)
-        found = [_answer_for(member, authenticated) for member in group.exceptions]
-        known = [answer for answer in found if answer is not None]
-        if len(known) < len(found):
-            return None
-        chosen = min((answer for answer, _ in known), key=_PRECEDENCE.index)
-        return chosen, tuple(field for _, fields in known for field in fields)
-    if isinstance(error, ValidationError):
-        return _INVALID, error.errors
-    if isinstance(error, ForbiddenError):
-        return (_FORBIDDEN if authenticated else _UNAUTHENTICATED), ()
-    for kind, answer in _PLAIN:
-        if isinstance(error, kind):
-            return answer, ()
-    return None
-
-
-def _checked_retry_after(value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(
-            f"retry_after must be a number of seconds, got {type(value).__name__}"
-        )
-    if not (math.isfinite(value) and 0 <= value <= _MAX_RETRY_AFTER):
-        raise ValueError(
-            f"retry_after must be 0 to {_MAX_RETRY_AFTER:.0f} seconds, got {value!r}"
-        )
-    return value

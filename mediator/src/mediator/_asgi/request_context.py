@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-import functools
 import inspect
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Final, cast
 
+from mediator._asgi.inbound import (
+    checked_principal,
+    checked_trusted,
+    correlation_from,
+    is_async,
+    trusts,
+)
 from mediator._asgi.stack import enter_stack
 from mediator._asgi.types import (
     PRINCIPAL_SCOPE_KEY,
@@ -24,7 +30,6 @@ from mediator._context import (
     Principal,
     acting_as,
     correlation_id,
-    is_correlation_id,
 )
 
 __all__ = [
@@ -134,9 +139,9 @@ class RequestContextMiddleware:
         self.app = app
         self.principal = principal
         self.correlation_header = correlation_header
-        self.trusted = _checked_trusted(trusted)
+        self.trusted: TrustedCaller | None = checked_trusted(trusted, "the ASGI scope")
         self._header = check_header_name(correlation_header, "correlation_header")
-        self._awaits = principal is not None and _is_async(principal)
+        self._awaits = principal is not None and is_async(principal)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Run the app with the request's correlation id and principal set."""
@@ -144,7 +149,7 @@ class RequestContextMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        chosen = self._inbound(scope) if self._trusts(scope) else None
+        chosen = self._inbound(scope) if trusts(self.trusted, scope) else None
         if chosen is None:
             chosen = str(uuid.uuid4())
         echoed = chosen.encode("ascii")
@@ -167,34 +172,16 @@ class RequestContextMiddleware:
             with acting_as(principal):
                 await self.app(scope, receive, echoing)
 
-    def _trusts(self, scope: Scope) -> bool:
-        if self.trusted is None:
-            return True
-        # Checked whatever the annotations say: a truthy string or a coroutine
-        # must not pass for True.
-        verdict = cast("object", self.trusted(scope))
-        if isinstance(verdict, bool):
-            return verdict
-        if inspect.iscoroutine(verdict):
-            verdict.close()
-        raise TypeError(
-            f"trusted must return True or False, got {type(verdict).__name__}"
-        )
-
     def _inbound(self, scope: Scope) -> str | None:
         """The caller's id, when it sent exactly one valid one."""
-        found: bytes | None = None
-        for name, value in scope.get("headers", ()):
-            if bytes(name).lower() == self._header:
-                if found is not None:
-                    return None  # sent twice: neither is believed
-                found = bytes(value)
-        if found is None:
-            return None
-        # Outer spaces and tabs are no part of a field value (RFC 9110, 5.5);
-        # ASGI servers strip them, a raw scope may not have.
-        text = found.strip(b" \t").decode("ascii", errors="replace")
-        return text if is_correlation_id(text) else None
+        header = self._header
+        return correlation_from(
+            [
+                bytes(value)
+                for name, value in scope.get("headers", ())
+                if bytes(name).lower() == header
+            ]
+        )
 
     async def _principal_of(self, read: PrincipalOf, scope: Scope) -> Principal | None:
         # Checked whatever the annotations say: the callable is the user's.
@@ -207,35 +194,4 @@ class RequestContextMiddleware:
             # A plain callable may still hand back an awaitable (a lambda
             # around an async function): awaited, as an async one is.
             found = await cast("Awaitable[object]", found)
-        if found is None or isinstance(found, Principal):
-            return found
-        raise TypeError(
-            "the principal callable must return a Principal or None, got "
-            f"{type(found).__name__}"
-        )
-
-
-def _checked_trusted(trusted: object) -> TrustedCaller | None:
-    """`trusted` if it is None or a plain callable; refused at once otherwise."""
-    if trusted is None:
-        return None
-    if not callable(trusted):
-        raise TypeError(
-            "trusted must be a callable that takes the ASGI scope and returns "
-            f"True or False, or None, got {type(trusted).__name__}"
-        )
-    if _is_async(trusted):
-        raise TypeError(
-            "trusted must be a plain function, not async def: it decides from "
-            "the ASGI scope alone"
-        )
-    return cast("TrustedCaller", trusted)
-
-
-def _is_async(call: object) -> bool:
-    """True when calling `call` returns a coroutine (told once, at construction)."""
-    while isinstance(call, functools.partial):
-        call = cast("functools.partial[object]", call).func
-    return inspect.iscoroutinefunction(call) or inspect.iscoroutinefunction(
-        type(call).__call__  # an object whose __call__ is async def
-    )
+        return checked_principal(found)

@@ -1,0 +1,174 @@
+"""The problem+json answer to each domain error, whatever the server.
+
+`mediator.asgi.DomainErrorMiddleware` and `mediator.wsgi`'s twin answer the
+same errors the same way: `answer_for` decides the kind of answer (group
+precedence included), `problem_parts` the members and headers it carries;
+each middleware only writes them in its own interface.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Final, cast
+
+from mediator._errors import (
+    BusinessRuleError,
+    ConflictError,
+    DeadlineExceededError,
+    FieldError,
+    ForbiddenError,
+    NotFoundError,
+    TransientDatabaseError,
+    ValidationError,
+)
+
+__all__ = [
+    "DEFAULT_RETRY_AFTER",
+    "Answer",
+    "answer_for",
+    "checked_retry_after",
+    "problem_parts",
+]
+
+DEFAULT_RETRY_AFTER: Final = 1.0
+"""Seconds a 503 answer asks the caller to wait: a transaction the database
+refused for now (a lock, a serialization failure) usually goes through on the
+next try."""
+
+_MAX_RETRY_AFTER: Final = 86_400.0
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """One kind of answer: its status and its fixed wording."""
+
+    status: int
+    title: str
+    detail: str
+
+
+_UNAUTHENTICATED: Final = Answer(
+    401, "Unauthorized", "This request needs an authenticated caller."
+)
+_FORBIDDEN: Final = Answer(
+    403, "Forbidden", "The caller is not allowed to make this request."
+)
+_NOT_FOUND: Final = Answer(
+    404, "Not Found", "Something this request names does not exist."
+)
+_CONFLICT: Final = Answer(
+    409, "Conflict", "This request conflicts with the current state of the data."
+)
+_INVALID: Final = Answer(
+    422, "Unprocessable Content", "The request has invalid fields: see errors."
+)
+_RULE: Final = Answer(
+    422, "Unprocessable Content", "The request breaks a business rule."
+)
+_UNAVAILABLE: Final = Answer(
+    503, "Service Unavailable", "The service is busy. Try again later."
+)
+_DEADLINE: Final = Answer(
+    504, "Gateway Timeout", "The request ran out of time before it could finish."
+)
+
+_PRECEDENCE: Final = (
+    _UNAUTHENTICATED,
+    _FORBIDDEN,
+    _NOT_FOUND,
+    _CONFLICT,
+    _INVALID,
+    _RULE,
+    _UNAVAILABLE,
+    _DEADLINE,
+)
+"""A group of errors is answered with the first kind its members reach.
+
+Deterministic failures come before the transient one: a member that fails
+the same way every time fails a retry too, so the caller must not be invited
+to retry with a 503. Among them, what the caller must fix first comes first
+(who it is, what it may do, what exists, then the request itself)."""
+
+_PLAIN: Final[tuple[tuple[type[Exception], Answer], ...]] = (
+    (NotFoundError, _NOT_FOUND),
+    (ConflictError, _CONFLICT),
+    (BusinessRuleError, _RULE),
+    (TransientDatabaseError, _UNAVAILABLE),
+    (DeadlineExceededError, _DEADLINE),
+)
+"""The errors whose answer depends on nothing else."""
+
+
+def answer_for(
+    error: BaseException, authenticated: bool
+) -> tuple[Answer, tuple[FieldError, ...]] | None:
+    """The answer to `error` and its field errors; None when it does not map.
+
+    `authenticated` tells a `ForbiddenError`'s 403 from 401.
+    """
+    if isinstance(error, BaseExceptionGroup):
+        group = cast("BaseExceptionGroup[BaseException]", error)
+        found = [answer_for(member, authenticated) for member in group.exceptions]
+        known = [answer for answer in found if answer is not None]
+        if len(known) < len(found):
+            return None
+        chosen = min((answer for answer, _ in known), key=_PRECEDENCE.index)
+        return chosen, tuple(field for _, fields in known for field in fields)
+    if isinstance(error, ValidationError):
+        return _INVALID, error.errors
+    if isinstance(error, ForbiddenError):
+        return (_FORBIDDEN if authenticated else _UNAUTHENTICATED), ()
+    for kind, answer in _PLAIN:
+        if isinstance(error, kind):
+            return answer, ()
+    return None
+
+
+def problem_parts(
+    answer: Answer,
+    errors: tuple[FieldError, ...],
+    *,
+    retry_after: bytes,
+    challenge: bytes | None,
+) -> tuple[dict[str, object] | None, list[tuple[bytes, bytes]]]:
+    """The members the body adds to its standard four, and the extra headers.
+
+    `retry_after` is the ``Retry-After`` value of a 503; `challenge` the
+    ``WWW-Authenticate`` of a 401, when there is one.
+    """
+    members: dict[str, object] | None = None
+    if answer is _INVALID:
+        members = {
+            "errors": [
+                {
+                    "field": ".".join(map(str, error.path)) if error.path else None,
+                    "message": error.message,
+                }
+                for error in errors
+            ]
+        }
+    headers: list[tuple[bytes, bytes]] = []
+    if answer is _UNAVAILABLE:
+        headers.append((b"retry-after", retry_after))
+    elif answer is _UNAUTHENTICATED and challenge is not None:
+        headers.append((b"www-authenticate", challenge))
+    return members, headers
+
+
+def checked_retry_after(value: object) -> float:
+    """`value` as the seconds a 503 asks to wait.
+
+    Raises:
+        TypeError: It is not a number.
+        ValueError: It is negative, NaN, infinite or over a day.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(
+            f"retry_after must be a number of seconds, got {type(value).__name__}"
+        )
+    if not (math.isfinite(value) and 0 <= value <= _MAX_RETRY_AFTER):
+        raise ValueError(
+            f"retry_after must be 0 to {_MAX_RETRY_AFTER:.0f} seconds, got {value!r}"
+        )
+    return value

@@ -1,0 +1,1 @@
+"""The WSGI middlewares of `mediator.wsgi`: one module per middleware."""

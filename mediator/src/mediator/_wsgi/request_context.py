@@ -1,0 +1,186 @@
+"""`RequestContextMiddleware` for WSGI: each request's correlation id and principal."""
+
+from __future__ import annotations
+
+import inspect
+import uuid
+from collections.abc import Callable, Iterable
+from contextlib import ExitStack
+from typing import Any, Final, cast
+
+from mediator._asgi.inbound import (
+    checked_principal,
+    checked_trusted,
+    correlation_from,
+    is_async,
+    trusts,
+)
+from mediator._asgi.types import PRINCIPAL_SCOPE_KEY, check_header_name
+from mediator._context import Principal, acting_as, correlation_id
+from mediator._wsgi.in_context import serve_in_context
+from mediator._wsgi.types import (
+    StartResponse,
+    WSGIApplication,
+    WSGIEnvironment,
+    check_app,
+    enter_stack,
+    environ_key,
+    header_bytes,
+)
+
+__all__ = [
+    "DEFAULT_CORRELATION_HEADER",
+    "PrincipalOf",
+    "RequestContextMiddleware",
+    "TrustedCaller",
+]
+
+DEFAULT_CORRELATION_HEADER: Final = "X-Correlation-ID"
+
+PrincipalOf = Callable[[WSGIEnvironment], "Principal | None"]
+"""Who sends the request, read from its WSGI environ; a plain function."""
+
+TrustedCaller = Callable[[WSGIEnvironment], bool]
+"""Whether the caller's own headers are believed, told from its WSGI environ."""
+
+_WHERE: Final = "the WSGI environ"
+
+
+class RequestContextMiddleware:
+    """Sets each WSGI request's correlation id and principal for its handlers.
+
+    The twin of `mediator.asgi.RequestContextMiddleware`, with the same
+    options and rules; per request, around the wrapped app and while the
+    server reads the body it returns (a streamed answer too):
+
+    - the correlation id (`correlation_id`, which audit records carry) is the
+      one a trusted caller sent in `correlation_header`, when it is 1 to 200
+      visible ASCII characters without spaces or commas; else a new UUID.
+      A header sent twice reaches the app joined with a comma (WSGI servers
+      join repeated headers), so it is refused like a comma in one. The
+      answer carries the id back in the same header, unless the app set that
+      header itself;
+    - the principal (`acting_as`) is what `principal` returns for the
+      request's environ, when `principal` is given: None for an anonymous
+      caller. It is also left in the environ (under ``"mediator.principal"``).
+
+    Both are reset when the server closes the body. Put this middleware
+    outermost: `http_resilience.wsgi.ResilienceContextMiddleware` and the
+    error middlewares go inside it, or each request raises
+    `MiddlewareOrderError`.
+
+    Args:
+        app: The WSGI application to wrap (a Flask app's ``wsgi_app``, a
+            Django ``WSGIHandler``).
+        principal: Called once per request with its WSGI environ, for the
+            principal: a plain function (WSGI has no event loop). Read what
+            the server or an outer authenticating middleware verified, such
+            as ``environ["REMOTE_USER"]``. None leaves the principal as it is.
+        correlation_header: The header the id is read from and echoed in;
+            default ``X-Correlation-ID``.
+        trusted: Called once per request with its WSGI environ: True when the
+            caller may give the correlation id, False when its id is ignored
+            and a new one made. A plain function deciding from the environ
+            alone (``REMOTE_ADDR``, a header the mesh sets). Give the same
+            one to `http_resilience.wsgi.ResilienceContextMiddleware`. None,
+            the default, trusts every caller.
+
+    Raises:
+        TypeError: `app`, `principal` or `trusted` is not callable, `principal`
+            or `trusted` is ``async``, or `correlation_header` is not a
+            string. At request time: `principal` returned something other
+            than a `Principal` or None, or `trusted` something other than True
+            or False.
+        ValueError: `correlation_header` is not an HTTP header name.
+
+    Example:
+        >>> from wsgiref.util import setup_testing_defaults
+        >>> from mediator import Principal, current_correlation_id
+        >>> from mediator import current_principal
+        >>> def app(environ, start_response):
+        ...     start_response("200 OK", [("Content-Type", "text/plain")])
+        ...     yield f"{current_correlation_id()} {current_principal().id}".encode()
+        >>> wrapped = RequestContextMiddleware(
+        ...     app, principal=lambda environ: Principal(environ["REMOTE_USER"])
+        ... )
+        >>> environ = {"HTTP_X_CORRELATION_ID": "order-42", "REMOTE_USER": "u-1"}
+        >>> setup_testing_defaults(environ)
+        >>> answered = []
+        >>> body = wrapped(environ, lambda status, headers: answered.extend(headers))
+        >>> b"".join(body), body.close()
+        (b'order-42 u-1', None)
+        >>> answered[-1]
+        ('X-Correlation-ID', 'order-42')
+    """
+
+    def __init__(
+        self,
+        app: WSGIApplication,
+        *,
+        principal: PrincipalOf | None = None,
+        correlation_header: str = DEFAULT_CORRELATION_HEADER,
+        trusted: TrustedCaller | None = None,
+    ) -> None:
+        check_app(app)
+        if principal is not None and not callable(principal):
+            raise TypeError(
+                "principal must be a callable that takes the WSGI environ and "
+                f"returns a Principal or None, got {type(principal).__name__}"
+            )
+        if principal is not None and is_async(principal):
+            raise TypeError(
+                "principal must be a plain function, not async def: a WSGI "
+                "server runs no event loop"
+            )
+        self.app = app
+        self.principal = principal
+        self.correlation_header = correlation_header
+        self.trusted: TrustedCaller | None = checked_trusted(trusted, _WHERE)
+        self._lowered = check_header_name(correlation_header, "correlation_header")
+        self._key = environ_key(correlation_header)
+
+    def __call__(
+        self, environ: WSGIEnvironment, start_response: StartResponse
+    ) -> Iterable[bytes]:
+        """Run the app, and read its body, with the correlation id and principal set."""
+        enter_stack(environ, "RequestContextMiddleware")
+        chosen = self._inbound(environ) if trusts(self.trusted, environ) else None
+        if chosen is None:
+            chosen = str(uuid.uuid4())
+        lowered = self._lowered.decode("ascii")
+        echoed = (self.correlation_header, chosen)
+
+        def echoing(
+            status: str, headers: list[tuple[str, str]], exc_info: Any = None
+        ) -> Callable[[bytes], object]:
+            if all(name.lower() != lowered for name, _ in headers):
+                headers = [*headers, echoed]
+            if exc_info is None:
+                return start_response(status, headers)
+            return start_response(status, headers, exc_info)
+
+        def start(stack: ExitStack) -> Iterable[bytes]:
+            stack.enter_context(correlation_id(chosen))
+            if self.principal is not None:
+                principal = _principal_of(self.principal, environ)
+                environ[PRINCIPAL_SCOPE_KEY] = principal
+                stack.enter_context(acting_as(principal))
+            return self.app(environ, cast("StartResponse", echoing))
+
+        return serve_in_context(start)
+
+    def _inbound(self, environ: WSGIEnvironment) -> str | None:
+        """The caller's id, when it sent exactly one valid one."""
+        found = environ.get(self._key)
+        if found is None:
+            return None
+        value = header_bytes(found)
+        return None if value is None else correlation_from([value])
+
+
+def _principal_of(read: PrincipalOf, environ: WSGIEnvironment) -> Principal | None:
+    # Checked whatever the annotations say: the callable is the user's.
+    found = cast("object", read(environ))
+    if inspect.iscoroutine(found):
+        found.close()  # a lambda around an async function: never awaited here
+    return checked_principal(found)
