@@ -2,9 +2,10 @@
 
 Over a real uvicorn on 127.0.0.1, a FastAPI app whose ``add_middleware`` calls
 are written outermost first (the easy slip: the last added is the outermost)
-refuses every request and never runs its route, and the same app written in
-reverse serves. In process, each wrong pair across the two packages is
-refused with the same message by whichever middleware finds it.
+never starts (the stack is refused on the lifespan, which uvicorn logs), and
+the same app written in reverse serves. In process, each wrong pair across
+the two packages is refused with the same message by whichever middleware
+finds it.
 """
 
 from __future__ import annotations
@@ -141,32 +142,23 @@ async def place(url: str, key: str) -> httpx.Response:
         )
 
 
-async def test_add_middleware_written_outermost_first_never_serves(
+async def test_add_middleware_written_outermost_first_never_starts(
     engine: AsyncEngine, caplog: pytest.LogCaptureFixture
 ) -> None:
     # Written in the order of the docs' list: FastAPI makes the last added,
-    # the request context, the innermost.
+    # the request context, the innermost. The stack is refused on the
+    # lifespan, when the server starts: it never serves a request.
     shop = Shop(engine, list(CANONICAL))
     with (
         caplog.at_level(logging.ERROR, logger="uvicorn.error"),
-        serve_app(shop, shop.ready, name="misordered shop") as url,
+        pytest.raises(RuntimeError, match="misordered shop: uvicorn did not start"),
+        serve_app(shop, shop.ready, name="misordered shop"),
     ):
-        answers = [await place(url, "k-1"), await place(url, "k-2")]
-    assert [answer.status_code for answer in answers] == [500, 500]
-    assert all("outermost" not in answer.text for answer in answers)
+        pass  # pragma: no cover - the server does not start
     assert shop.placed == []
-    raised = [
-        record.exc_info[1]
-        for record in caplog.records
-        if record.exc_info is not None and record.exc_info[1] is not None
-    ]
-    assert len(raised) == 2
-    for error in raised:
-        assert isinstance(error, MiddlewareOrderError)
-        # The outermost of those that belong inside it is named.
-        assert str(error) == refused(
-            "ResilienceErrorMiddleware", "IdempotencyKeyMiddleware"
-        )
+    logged = [record.getMessage() for record in caplog.records]
+    # The outermost of those that belong inside it is named, with the fix.
+    assert refused("ResilienceErrorMiddleware", "IdempotencyKeyMiddleware") in logged
 
 
 async def test_add_middleware_written_innermost_first_serves(

@@ -388,16 +388,26 @@ def serve_app(
             date_header=date_header,
         )
         runner = uvicorn.Server(config)
-        thread = threading.Thread(
-            target=runner.run,
-            kwargs={"sockets": [listener]},
-            name=name.replace(" ", "-"),
-            daemon=True,
-        )
+        stopped = threading.Event()
+
+        def run() -> None:
+            # A failed startup (the app answered its lifespan as failed) ends
+            # uvicorn's run with SystemExit: the server did not start.
+            try:
+                runner.run(sockets=[listener])
+            except SystemExit:
+                pass
+            finally:
+                stopped.set()
+
+        thread = threading.Thread(target=run, name=name.replace(" ", "-"), daemon=True)
         thread.start()
         try:
-            if not ready.wait(timeout=STARTUP_TIMEOUT):
-                raise RuntimeError(f"{name}: uvicorn did not start")
+            waited = 0.0
+            while not ready.wait(timeout=0.05):
+                waited += 0.05
+                if stopped.is_set() or waited >= STARTUP_TIMEOUT:
+                    raise RuntimeError(f"{name}: uvicorn did not start")
             yield f"http://{HOST}:{listener.getsockname()[1]}"
         finally:
             runner.should_exit = True

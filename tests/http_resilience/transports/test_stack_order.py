@@ -168,7 +168,7 @@ async def test_a_mounted_app_may_run_the_context_again() -> None:
     ]
 
 
-@pytest.mark.parametrize("kind", ["lifespan", "websocket"])
+@pytest.mark.parametrize("kind", ["websocket", "other"])
 async def test_other_scopes_are_not_recorded(kind: str) -> None:
     seen: list[Scope] = []
 
@@ -183,3 +183,44 @@ async def test_other_scopes_are_not_recorded(kind: str) -> None:
         scope, never, never
     )
     assert seen == [{"type": kind}]
+
+
+async def test_a_misordered_stack_fails_the_servers_startup() -> None:
+    calls: list[Scope] = []
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        calls.append(scope)
+
+    sent: list[Message] = []
+
+    async def receive() -> Message:
+        return {"type": "lifespan.startup"}
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    # The outer one belongs inside the inner one: refused on the lifespan,
+    # before the server takes a request, and the app is not called.
+    await ResilienceErrorMiddleware(ResilienceContextMiddleware(app))(
+        {"type": "lifespan"}, receive, send
+    )
+    assert calls == []
+    assert [message["type"] for message in sent] == ["lifespan.startup.failed"]
+    assert "belongs inside it" in sent[0]["message"]
+
+
+async def test_an_ordered_stack_passes_the_lifespan_through() -> None:
+    calls: list[Scope] = []
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        calls.append(scope)
+
+    async def never(*args: Any) -> Any:
+        raise AssertionError("not called")
+
+    scope: Scope = {"type": "lifespan"}
+    await ResilienceContextMiddleware(ResilienceErrorMiddleware(app))(
+        scope, never, never
+    )
+    # Recorded, and passed on: the app runs the lifespan itself.
+    assert calls == [scope]

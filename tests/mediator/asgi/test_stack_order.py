@@ -293,7 +293,7 @@ async def test_a_mounted_app_in_the_wrong_order_is_refused() -> None:
 # --- other scopes ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kind", ["lifespan", "websocket"])
+@pytest.mark.parametrize("kind", ["websocket", "other"])
 async def test_other_scopes_are_not_recorded(kind: str) -> None:
     seen: list[Scope] = []
 
@@ -355,3 +355,42 @@ async def test_a_key_outside_the_context_keeps_nothing_on_sqlite(
     finally:
         await engine.dispose()
     assert app.runs == 1
+
+
+async def test_a_misordered_stack_fails_the_servers_startup() -> None:
+    calls: list[Scope] = []
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        calls.append(scope)
+
+    sent: list[Message] = []
+
+    async def receive() -> Message:
+        return {"type": "lifespan.startup"}
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    # The outer one belongs inside the inner one: refused on the lifespan,
+    # before the server takes a request, and the app is not called.
+    await IdempotencyKeyMiddleware(RequestContextMiddleware(app))(
+        {"type": "lifespan"}, receive, send
+    )
+    assert calls == []
+    assert [message["type"] for message in sent] == ["lifespan.startup.failed"]
+    assert "belongs inside it" in sent[0]["message"]
+
+
+async def test_an_ordered_stack_passes_the_lifespan_through() -> None:
+    calls: list[Scope] = []
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        calls.append(scope)
+
+    async def never(*args: Any) -> Any:
+        raise AssertionError("not called")
+
+    scope: Scope = {"type": "lifespan"}
+    await RequestContextMiddleware(DomainErrorMiddleware(app))(scope, never, never)
+    # Recorded, and passed on: the app runs the lifespan itself.
+    assert calls == [scope]

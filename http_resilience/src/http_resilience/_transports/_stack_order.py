@@ -4,9 +4,12 @@
 
 Each of those middlewares records its name in the ``http`` scope as it is
 entered, and refuses the request when a middleware that belongs inside it was
-entered before it. The packages may not import each other, so each keeps a
-copy of this module (its table, its message, its scope key) and raises its own
-error with the message `misplaced` returns.
+entered before it. The ``lifespan`` scope goes through the same stack when
+the server starts, so a misordered stack is refused there too, before the
+first request: the middleware answers the startup as failed. The packages
+may not import each other, so each keeps a copy of this module (its table,
+its message, its scope key) and raises its own error with the message
+`misplaced` returns.
 """
 
 from __future__ import annotations
@@ -59,17 +62,17 @@ def order_message(outer: str, inner: str) -> str:
 def misplaced(scope: Scope, name: str) -> str | None:
     """Record that middleware `name` is entered; say why not when out of order.
 
-    Scopes other than ``http`` are left alone. A middleware entered again
-    after the same one (a mounted sub-application with its own middlewares)
-    starts a new stack: it is checked against the middlewares entered since,
-    not before.
+    Scopes other than ``http`` and ``lifespan`` are left alone. A middleware
+    entered again after the same one (a mounted sub-application with its own
+    middlewares) starts a new stack: it is checked against the middlewares
+    entered since, not before.
 
     Returns:
         None when `name` is in its place (it is recorded); else the message
         of the refusal, naming the outermost middleware of the stack that
         belongs inside `name`, the order, and how to write it.
     """
-    if scope.get("type") != "http":
+    if scope.get("type") not in ("http", "lifespan"):
         return None
     entered: list[str] | None = scope.get(STACK_SCOPE_KEY)
     if entered is None:

@@ -31,7 +31,7 @@ from http_resilience._core.errors import (
     TotalTimeoutError,
 )
 from http_resilience._core.retry_after import MAX_RETRY_AFTER, parse_retry_after
-from http_resilience._transports.stack import enter_stack
+from http_resilience._transports.stack import entered
 
 __all__ = ["ResilienceErrorMiddleware", "problem_for", "send_problem"]
 
@@ -134,7 +134,8 @@ class ResilienceErrorMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Run the app; answer an error that maps, raised before it responded."""
-        enter_stack(scope, "ResilienceErrorMiddleware")
+        if not await entered(scope, receive, send, "ResilienceErrorMiddleware"):
+            return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return

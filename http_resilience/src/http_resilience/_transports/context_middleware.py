@@ -61,7 +61,7 @@ from http_resilience._transports.correlation import (
     inbound_correlation_id,
     new_correlation_id,
 )
-from http_resilience._transports.stack import enter_stack
+from http_resilience._transports.stack import entered
 from http_resilience._transports.wsgi_inbound import (
     checked_limits,
     checked_trusted,
@@ -176,7 +176,8 @@ class ResilienceContextMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Run the app with the caller's context set; pass anything else through."""
-        enter_stack(scope, "ResilienceContextMiddleware")
+        if not await entered(scope, receive, send, "ResilienceContextMiddleware"):
+            return
         if scope.get("type") != "http":
             await self.app(scope, receive, send)
             return

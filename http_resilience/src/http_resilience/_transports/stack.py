@@ -7,12 +7,12 @@ imports the other.
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from http_resilience._transports._stack_order import misplaced
 
-__all__ = ["MiddlewareOrderError", "enter_stack"]
+__all__ = ["MiddlewareOrderError", "enter_stack", "entered"]
 
 
 class MiddlewareOrderError(Exception):
@@ -35,3 +35,31 @@ def enter_stack(scope: MutableMapping[str, Any], name: str) -> None:
     refusal = misplaced(scope, name)
     if refusal is not None:
         raise MiddlewareOrderError(refusal)
+
+
+async def entered(
+    scope: MutableMapping[str, Any],
+    receive: Callable[[], Awaitable[MutableMapping[str, Any]]],
+    send: Callable[[MutableMapping[str, Any]], Awaitable[None]],
+    name: str,
+) -> bool:
+    """Record that middleware `name` is entered; refuse a misordered stack.
+
+    On the ``lifespan`` scope a misordered stack answers the server's startup
+    as failed, with the refusal as its message (uvicorn logs it and exits), so
+    the mistake is found before the first request, and False is returned: the
+    middleware does not call the app. True otherwise.
+
+    Raises:
+        MiddlewareOrderError: On an ``http`` scope, a middleware that belongs
+            inside `name` was entered before it, in the same stack.
+    """
+    refusal = misplaced(scope, name)
+    if refusal is None:
+        return True
+    if scope.get("type") != "lifespan":
+        raise MiddlewareOrderError(refusal)
+    message = await receive()
+    if message.get("type") == "lifespan.startup":
+        await send({"type": "lifespan.startup.failed", "message": refusal})
+    return False

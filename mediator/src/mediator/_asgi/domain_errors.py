@@ -11,7 +11,7 @@ from mediator._asgi.problems import (
     checked_retry_after,
     problem_parts,
 )
-from mediator._asgi.stack import enter_stack
+from mediator._asgi.stack import entered
 from mediator._asgi.types import (
     PRINCIPAL_SCOPE_KEY,
     ASGIApp,
@@ -121,7 +121,8 @@ class DomainErrorMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Run the app; answer a domain error it raised before it responded."""
-        enter_stack(scope, "DomainErrorMiddleware")
+        if not await entered(scope, receive, send, "DomainErrorMiddleware"):
+            return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return

@@ -14,7 +14,7 @@ from mediator._asgi.inbound import (
     is_async,
     trusts,
 )
-from mediator._asgi.stack import enter_stack
+from mediator._asgi.stack import entered
 from mediator._asgi.types import (
     PRINCIPAL_SCOPE_KEY,
     ASGIApp,
@@ -145,7 +145,8 @@ class RequestContextMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Run the app with the request's correlation id and principal set."""
-        enter_stack(scope, "RequestContextMiddleware")
+        if not await entered(scope, receive, send, "RequestContextMiddleware"):
+            return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return

@@ -8,10 +8,10 @@ package imports the other.
 from __future__ import annotations
 
 from mediator._asgi._stack_order import misplaced
-from mediator._asgi.types import Scope
+from mediator._asgi.types import Receive, Scope, Send
 from mediator._errors import ConfigurationError
 
-__all__ = ["MiddlewareOrderError", "enter_stack"]
+__all__ = ["MiddlewareOrderError", "enter_stack", "entered"]
 
 
 class MiddlewareOrderError(ConfigurationError):
@@ -33,3 +33,26 @@ def enter_stack(scope: Scope, name: str) -> None:
     refusal = misplaced(scope, name)
     if refusal is not None:
         raise MiddlewareOrderError(refusal)
+
+
+async def entered(scope: Scope, receive: Receive, send: Send, name: str) -> bool:
+    """Record that middleware `name` is entered; refuse a misordered stack.
+
+    On the ``lifespan`` scope a misordered stack answers the server's startup
+    as failed, with the refusal as its message (uvicorn logs it and exits), so
+    the mistake is found before the first request, and False is returned: the
+    middleware does not call the app. True otherwise.
+
+    Raises:
+        MiddlewareOrderError: On an ``http`` scope, a middleware that belongs
+            inside `name` was entered before it, in the same stack.
+    """
+    refusal = misplaced(scope, name)
+    if refusal is None:
+        return True
+    if scope.get("type") != "lifespan":
+        raise MiddlewareOrderError(refusal)
+    message = await receive()
+    if message.get("type") == "lifespan.startup":
+        await send({"type": "lifespan.startup.failed", "message": refusal})
+    return False
