@@ -226,9 +226,9 @@ TWINS: tuple[Twin, ...] = (
                 "edit that one and run the script.\n",
             ),
             (
-                "_BEGIN_OPTIONS = {IMMEDIATE: True}\n",
+                "_NO_DEADLINE = {FIRST_WRITE: True}\n",
                 '__all__ = ["SqlAlchemySavepoint", "SqlAlchemyUnitOfWork"]\n\n'
-                "_BEGIN_OPTIONS = {IMMEDIATE: True}\n",
+                "_NO_DEADLINE = {FIRST_WRITE: True}\n",
             ),
         ),
     ),

@@ -189,7 +189,8 @@ def run() -> None:
         engine = create_engine(f"sqlite:///{Path(directory) / 'shop.db'}")
         try:
             # Built before the tables are: SqlAlchemyModule prepares the engine
-            # (WAL, foreign keys, BEGIN IMMEDIATE) for the connections made after.
+            # (WAL, foreign keys, a unit of work's BEGIN IMMEDIATE at its first
+            # write) for the connections made after.
             mediator = build_mediator(engine)
             Base.metadata.create_all(engine)
             asyncio.run(main(mediator))

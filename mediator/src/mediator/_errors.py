@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 __all__ = [
     "BusinessRuleError",
     "ConfigurationError",
     "ConflictError",
+    "DeadlineExceededError",
     "DomainError",
     "DuplicateHandlerError",
     "FieldError",
@@ -96,6 +98,20 @@ class TransientDatabaseError(MediatorError):
     lost, so a send nested in a unit of work does not retry it: the outermost
     `@retryable` send does.
     """
+
+
+class DeadlineExceededError(MediatorError, TimeoutError):
+    """The caller's deadline passed while waiting (for a database lock, say).
+
+    Raised by the unit of work when the time its ``remaining_time`` answers
+    ran out before, or while, its transaction waited for a lock: SQLite's
+    write lock, a PostgreSQL row or table lock. A `TimeoutError`, not a
+    `DomainError`; still final for retry, which reads its
+    ``resilience_final`` mark: no attempt may start past the deadline. The
+    ASGI `DomainErrorMiddleware` answers it with 504.
+    """
+
+    resilience_final: ClassVar[bool] = True
 
 
 # --- Configuration errors: a mistake in how the mediator was set up ------------

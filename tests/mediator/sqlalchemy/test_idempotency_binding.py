@@ -272,6 +272,7 @@ def test_the_public_names_are_pinned() -> None:
         "acreate_idempotency_table",
         "create_idempotency_table",
         "idempotency_table",
+        "prepare_postgres",
         "prepare_sqlite",
         "translate_error",
     ]

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Final, cast, get_args
 
-from mediator._asgi.stack import enter_stack
+from mediator._asgi.stack import entered
 from mediator._asgi.types import (
     PRINCIPAL_SCOPE_KEY,
     ASGIApp,
@@ -133,8 +133,10 @@ class IdempotencyKeyMiddleware:
       - the store refusing the claim for now (`TransientDatabaseError`: SQLite
         locked past its busy timeout, a serialization failure; or any other
         error of the store): 503, with ``Retry-After: 1``; the store refusing
-        the values (a `ValueError`, a driver's ``DataError``): 400. The app
-        does not run, and the failure is logged (its type, never the key);
+        the values (a `ValueError`, a driver's ``DataError``): 400; the store
+        set up wrong (a `ConfigurationError`: its table is missing): 500, and
+        the log line says how to create it. The app does not run, and the
+        failure is logged (its type, never the key);
       - an answer that is not kept (5xx, one of the four above, a body over
         `max_response_bytes`) or an exception gives the key back (``release``),
         so that a retry runs the app again. A store failing to keep or give
@@ -267,7 +269,8 @@ class IdempotencyKeyMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Check the request's key; run the app with it, or replay its answer."""
-        enter_stack(scope, "IdempotencyKeyMiddleware")
+        if not await entered(scope, receive, send, "IdempotencyKeyMiddleware"):
+            return
         if scope["type"] != "http" or scope["method"] not in self._methods:
             await self.app(scope, receive, send)
             return
@@ -376,6 +379,15 @@ class IdempotencyKeyMiddleware:
                     400,
                     "Bad Request",
                     f"This request cannot be kept with an {self.header}.",
+                )
+            elif isinstance(error, ConfigurationError):
+                # The service is set up wrong (its table is missing): not an
+                # outage a caller should retry, and logged with the fix.
+                await _send_problem(
+                    send,
+                    500,
+                    "Internal Server Error",
+                    f"This service cannot keep requests with an {self.header}.",
                 )
             else:
                 await self._unavailable(send)

@@ -18,6 +18,7 @@ from mediator.sqlalchemy._idempotency_table import (
     idempotency_table,
 )
 from mediator.sqlalchemy._module import SqlAlchemyModule
+from mediator.sqlalchemy._postgres import prepare_postgres
 from mediator.sqlalchemy._sqlite import prepare_sqlite
 from mediator.sqlalchemy._unit_of_work import (
     AsyncSqlAlchemyUnitOfWork,
@@ -33,6 +34,7 @@ __all__ = [
     "acreate_idempotency_table",
     "create_idempotency_table",
     "idempotency_table",
+    "prepare_postgres",
     "prepare_sqlite",
     "translate_error",
 ]

@@ -8,7 +8,7 @@ from sqlalchemy import exc
 
 from mediator._errors import ConflictError, TransientDatabaseError
 
-__all__ = ["translate_error"]
+__all__ = ["is_sqlite_busy", "translate_error"]
 
 # PostgreSQL SQLSTATE codes.
 _UNIQUE_VIOLATION = "23505"
@@ -16,6 +16,9 @@ _FOREIGN_KEY_VIOLATION = "23503"
 _TRANSIENT_STATES = {
     "40001": "serialization failure",
     "40P01": "deadlock detected",
+    # NOWAIT, or a lock_timeout of the engine's own; one of the caller's
+    # deadline is raised as DeadlineExceededError before it gets here.
+    "55P03": "lock not available",
 }
 
 # SQLite extended result codes (sqlite3 exposes them as `sqlite_errorcode`).
@@ -35,9 +38,13 @@ def translate_error(error: BaseException) -> BaseException:
         `ConflictError` for a unique or foreign-key violation (deterministic:
         the same write fails again); `TransientDatabaseError` for a
         serialization failure, a deadlock, or SQLite's "database is locked"
-        (a fresh attempt can succeed), and for a connection SQLAlchemy saw
+        (a fresh attempt can succeed), for a lock PostgreSQL could not get
+        (``NOWAIT``, the engine's own ``lock_timeout``), and for a connection
+        SQLAlchemy saw
         drop (``connection_invalidated``: the transaction is gone with it);
-        anything else unchanged. The new error's
+        anything else unchanged, `mediator.DeadlineExceededError` included
+        (the unit of work raises it when a lock wait outlived the caller's
+        deadline: final, never retried). The new error's
         message names the kind of failure, never the values involved (a
         driver's message can quote the row); the caller keeps `error` as its
         cause.
@@ -79,9 +86,19 @@ def _translate_sqlite(error: exc.DBAPIError, original: sqlite3.Error) -> BaseExc
         if kind is not None:
             return ConflictError(f"the write conflicts with existing data ({kind})")
         return error
-    busy = isinstance(code, int) and code & 0xFF in (_SQLITE_BUSY, _SQLITE_LOCKED)
-    if busy or "database is locked" in message or "database table is locked" in message:
+    if is_sqlite_busy(original):
         return TransientDatabaseError(
             "the transaction was refused, try again (database is locked)"
         )
     return error
+
+
+def is_sqlite_busy(original: BaseException | None) -> bool:
+    """Whether a driver error is SQLite's "database is locked" (busy or locked)."""
+    if not isinstance(original, sqlite3.Error):
+        return False
+    code = getattr(original, "sqlite_errorcode", None)
+    if isinstance(code, int) and code & 0xFF in (_SQLITE_BUSY, _SQLITE_LOCKED):
+        return True
+    message = str(original)
+    return "database is locked" in message or "database table is locked" in message

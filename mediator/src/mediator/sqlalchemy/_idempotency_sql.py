@@ -13,10 +13,13 @@ from typing import Any, Final
 
 from sqlalchemy import Update, delete, select, update
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import Session
 from sqlalchemy.sql.dml import Delete, ReturningInsert
 from sqlalchemy.sql.selectable import Select
 
 from mediator._idempotency_store import Claim, StoredOutcome
+from mediator.sqlalchemy._first_write import REMAINING_TIME
 from mediator.sqlalchemy._idempotency_table import (
     COMPLETED,
     PENDING,
@@ -28,6 +31,7 @@ __all__ = [
     "ClaimRecord",
     "check_claim",
     "check_time",
+    "claim_options",
     "completion",
     "decide",
     "expired",
@@ -66,6 +70,22 @@ def own_options(owner: str, dialect: str) -> dict[str, Any]:
     if dialect not in _DIALECTS:
         raise TypeError(f"{owner} works on SQLite and PostgreSQL, not {dialect}")
     return _OWN_OPTIONS[dialect]
+
+
+def claim_options(
+    own: dict[str, Any], session: Session | AsyncSession | None
+) -> dict[str, Any]:
+    """The options of a claim's transaction: `own`, bounded by the deadline.
+
+    On SQLite, a session that carries the caller's ``remaining_time`` (in its
+    `info`, put there by `SqlAlchemyModule`) bounds the claim's wait for the
+    write lock, as a unit of work's first write is bounded.
+    """
+    info: dict[Any, Any] = {} if session is None else session.info
+    remaining_time = info.get(REMAINING_TIME)
+    if remaining_time is None or IMMEDIATE not in own:
+        return own
+    return {**own, IMMEDIATE: remaining_time}
 
 
 def check_time(name: str, value: object) -> None:

@@ -19,6 +19,7 @@ from mediator.sqlalchemy._idempotency_sql import (
     ClaimRecord,
     check_claim,
     check_time,
+    claim_options,
     completion,
     decide,
     insert_claim,
@@ -31,7 +32,7 @@ from mediator.sqlalchemy._idempotency_sql import (
 from mediator.sqlalchemy._idempotency_store_sync import (  # unasync: async-only
     SqlAlchemyIdempotencyStore,
 )
-from mediator.sqlalchemy._idempotency_table import check_kind
+from mediator.sqlalchemy._idempotency_table import check_kind, ensure_table
 from mediator.sqlalchemy._sqlite import READ_COMMITTED_STATEMENT
 
 __all__ = [  # unasync: async-only
@@ -55,6 +56,11 @@ class AsyncSqlAlchemyIdempotencyStore:
     they return; `complete` runs on `session`, inside the unit of work's
     transaction. `SqlAlchemyModule` binds one per send, with the send's session.
 
+    The first of those on an engine checks, once per engine and process, that
+    the table is there with its columns: a missing one is a
+    `ConfigurationError` naming the table and how to create it, not a
+    driver's "no such table" at the first keyed request.
+
     A claim is atomic: ``INSERT ... ON CONFLICT DO NOTHING``; when the key was
     there, the record is read (``FOR UPDATE`` on PostgreSQL; on SQLite the
     transaction holds the write lock from its start) and, when its lease
@@ -63,6 +69,13 @@ class AsyncSqlAlchemyIdempotencyStore:
     `purge_expired` last ran. Database errors of the store's own transactions
     are classified like the unit of work's (`translate_error`): "database is
     locked" or a serialization failure raise `TransientDatabaseError`.
+
+    On SQLite, a claim's wait for the write lock is bounded by the caller's
+    deadline when `session` carries one (`SqlAlchemyModule` given
+    ``remaining_time``), as a unit of work's is. `finish` and `release` are
+    not: they clean up after a send, a late one included, and must not be
+    refused for being late (a claim left pending would refuse its retries
+    until its lease ran out).
 
     Args:
         engine: The database's engine, SQLite or PostgreSQL.
@@ -99,6 +112,7 @@ class AsyncSqlAlchemyIdempotencyStore:
         check_kind(f"{name}(engine=...)", engine, AsyncEngine)
         check_kind(f"{name}(session=...)", session, AsyncSession, optional=True)
         self._options = own_options(name, engine.dialect.name)
+        self._claim_options = claim_options(self._options, session)
         self._dialect = engine.dialect.name
         self._engine = engine
         self._session = session
@@ -120,12 +134,17 @@ class AsyncSqlAlchemyIdempotencyStore:
         Raises:
             ValueError: `now` is naive, or `lease` or `retention` is not
                 positive.
+            ConfigurationError: The table is missing or lacks columns.
             TransientDatabaseError: The database refused for now (SQLite
                 locked past its busy timeout, a serialization failure, a
                 dropped connection).
+            DeadlineExceededError: On SQLite, the caller's deadline passed
+                while waiting for the write lock (`SqlAlchemyModule`'s
+                ``remaining_time``, read from the session).
         """
         check_claim(now, lease, retention)
         try:
+            await ensure_table(self._engine)
             if self._dialect == "sqlite":
                 # Read first, without the write lock: a unit of work holds it
                 # for as long as its handler runs, and a duplicate must see
@@ -136,7 +155,7 @@ class AsyncSqlAlchemyIdempotencyStore:
                 if known is not None:
                     return known
             async with self._engine.connect() as connection:
-                await connection.execution_options(**self._options)
+                await connection.execution_options(**self._claim_options)
                 async with connection.begin():
                     return await self._claim(
                         connection, scope, key, fingerprint, now, lease, retention
@@ -274,6 +293,7 @@ class AsyncSqlAlchemyIdempotencyStore:
     async def _run(self, statement: Any) -> int:
         """Run `statement` in a transaction of its own; the rows it touched."""
         try:
+            await ensure_table(self._engine)
             async with self._engine.connect() as connection:
                 await connection.execution_options(**self._options)
                 async with connection.begin():

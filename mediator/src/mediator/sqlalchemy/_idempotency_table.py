@@ -7,12 +7,15 @@ The same schema ships as plain SQL beside the package, for your migration tool:
 
 from __future__ import annotations
 
+import weakref
+from collections.abc import Awaitable
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any, Final, overload
 
 from sqlalchemy import (
     CheckConstraint,
     Column,
+    Connection,
     DateTime,
     Dialect,
     Engine,
@@ -23,9 +26,12 @@ from sqlalchemy import (
     Table,
     Text,
     TypeDecorator,
+    inspect,
 )
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 from sqlalchemy.orm import Session
+
+from mediator._errors import ConfigurationError
 
 __all__ = [
     "COMPLETED",
@@ -34,6 +40,7 @@ __all__ = [
     "acreate_idempotency_table",
     "check_kind",
     "create_idempotency_table",
+    "ensure_table",
     "idempotency_table",
 ]
 
@@ -172,3 +179,71 @@ def check_kind(
         type(value).__qualname__,
     )
     raise TypeError(f"{where} takes {expected}, got {got}")
+
+
+# The engines whose table was found as the store expects it, in this process.
+# A failed check is not kept: once the table is created, the next use passes.
+_checked: weakref.WeakSet[Engine] = weakref.WeakSet()
+
+
+@overload
+def ensure_table(engine: Engine) -> None: ...
+
+
+@overload
+def ensure_table(engine: AsyncEngine) -> Awaitable[None]: ...
+
+
+def ensure_table(engine: Engine | AsyncEngine) -> Awaitable[None] | None:
+    """Check, once per engine and process, that the idempotency table is there.
+
+    Awaitable for an `AsyncEngine`; on an engine checked already it costs a
+    set lookup. The inspection looks for `idempotency_table` and every one of
+    its columns.
+
+    Raises:
+        ConfigurationError: The table is missing, or lacks columns: naming the
+            table, the columns and how to create it.
+    """
+    if isinstance(engine, AsyncEngine):
+        return _acheck(engine)
+    if engine not in _checked:
+        with engine.connect() as connection:
+            _check(connection)
+        _checked.add(engine)
+    return None
+
+
+async def _acheck(engine: AsyncEngine) -> None:
+    if engine.sync_engine in _checked:
+        return
+    async with engine.connect() as connection:
+        await connection.run_sync(_check)
+    _checked.add(engine.sync_engine)
+
+
+def _check(connection: Connection) -> None:
+    name = idempotency_table.name
+    dialect = connection.dialect.name
+    create = (
+        "create it with create_idempotency_table(engine) "
+        "(await acreate_idempotency_table(engine) for an AsyncEngine), or apply "
+        f"the migration shipped in mediator/sqlalchemy/migrations "
+        f"(0001_idempotency.{dialect}.sql)"
+    )
+    inspector = inspect(connection)
+    if not inspector.has_table(name):
+        raise ConfigurationError(
+            f"the idempotency store's table {name!r} does not exist in this "
+            f"{dialect} database: {create}"
+        )
+    present = {column["name"] for column in inspector.get_columns(name)}
+    missing = [
+        column.name for column in idempotency_table.c if column.name not in present
+    ]
+    if missing:
+        raise ConfigurationError(
+            f"the idempotency store's table {name!r} lacks the columns "
+            f"{', '.join(missing)}: it is not the table the store writes; "
+            f"drop or rename it and {create}"
+        )

@@ -18,10 +18,12 @@ from sqlalchemy.orm import Session, sessionmaker
 from mediator._idempotency_store import AsyncIdempotencyStore, IdempotencyStore
 from mediator._scope import RequestScope, at_scope_exit
 from mediator._transaction import AsyncUnitOfWork, UnitOfWork
+from mediator.sqlalchemy._first_write import REMAINING_TIME, RemainingTime
 from mediator.sqlalchemy._idempotency_store import (
     AsyncSqlAlchemyIdempotencyStore,
     SqlAlchemyIdempotencyStore,
 )
+from mediator.sqlalchemy._postgres import prepare_postgres
 from mediator.sqlalchemy._sqlite import prepare_sqlite
 from mediator.sqlalchemy._unit_of_work import (
     AsyncSqlAlchemyUnitOfWork,
@@ -49,8 +51,13 @@ class SqlAlchemyModule(Module):
       a factory, the engine is the one it is bound to; a factory bound per
       mapper or table (``binds=``) gets no store.
 
-    SQLite engines are prepared with `prepare_sqlite` (WAL, foreign keys, and
-    ``BEGIN IMMEDIATE`` for units of work). Sessions are made with
+    A unit of work's transaction begins at its first write, so a handler
+    that reads, calls another service and then writes holds no lock during
+    the call: SQLite engines are prepared with `prepare_sqlite` (WAL,
+    foreign keys, ``BEGIN IMMEDIATE`` at the first write, this process's
+    writers queued in order at a gate per database file), PostgreSQL ones on
+    psycopg 3 with `prepare_postgres`, so that reads before the first write
+    run in autocommit and the first write sends ``BEGIN``. Sessions are made with
     ``expire_on_commit=False`` when the module makes the factory, so a handler
     may return what it wrote.
 
@@ -60,14 +67,26 @@ class SqlAlchemyModule(Module):
         session_factory: Your own `sessionmaker`, instead of `engine`.
         async_session_factory: Your own `async_sessionmaker`, instead of
             `async_engine`.
+        remaining_time: Optional: answers the seconds left before the
+            caller's deadline, or None when there is none; for example
+            `http_resilience.remaining_time`, the deadline of the request
+            being served. The first write's wait for its locks is bounded by
+            it (on SQLite, the wait at the writer gate and the busy timeout of
+            the ``BEGIN IMMEDIATE``; on PostgreSQL, ``lock_timeout`` and
+            ``statement_timeout`` for the transaction; never longer than the
+            engine's own), as is the idempotency store's claim on SQLite, and
+            a wait it ends raises
+            `mediator.DeadlineExceededError` (504 through
+            `mediator.asgi.DomainErrorMiddleware`; never retried).
 
     Raises:
         TypeError: Nothing given; an engine and a factory given for the same
             side; an argument of the wrong kind (an `AsyncEngine` as `engine`, a
             `sessionmaker` as `async_session_factory`, a URL, a session...), named
-            with the parameter it belongs to; or a factory bound to no engine or
-            to one of the other kind. A sync session on the async path would
-            return before committing, so the module refuses it when built.
+            with the parameter it belongs to; a factory bound to no engine or
+            to one of the other kind (a sync session on the async path would
+            return before committing, so the module refuses it when built);
+            or a `remaining_time` that is not callable.
 
     Example:
         >>> from sqlalchemy import create_engine
@@ -85,11 +104,19 @@ class SqlAlchemyModule(Module):
         async_engine: AsyncEngine | None = None,
         session_factory: sessionmaker[Session] | None = None,
         async_session_factory: async_sessionmaker[AsyncSession] | None = None,
+        remaining_time: RemainingTime | None = None,
     ) -> None:
         _check_kind("engine", engine)
         _check_kind("async_engine", async_engine)
         _check_kind("session_factory", session_factory)
         _check_kind("async_session_factory", async_session_factory)
+        if remaining_time is not None and not callable(remaining_time):
+            raise TypeError(
+                "SqlAlchemyModule(remaining_time=...) takes a callable answering "
+                "the seconds left before the caller's deadline (or None), such as "
+                "http_resilience.remaining_time; got "
+                f"{type(remaining_time).__qualname__}"
+            )
         if engine is not None and session_factory is not None:
             raise TypeError(
                 "SqlAlchemyModule takes engine= or session_factory=, not both"
@@ -114,13 +141,16 @@ class SqlAlchemyModule(Module):
             bind = factory.kw.get("bind") if factory is not None else None
             if isinstance(bind, Engine | AsyncEngine):
                 prepare_sqlite(bind)
+                prepare_postgres(bind)
         self._sessions = session_factory
         self._async_sessions = async_session_factory
+        self._remaining_time = remaining_time
 
     def configure(self, binder: Binder) -> None:
         """Bind the session, unit of work and idempotency store of each side."""
         if self._sessions is not None:
-            binder.bind(Session, to=_opened(self._sessions), scope=RequestScope)
+            opened_sync = _opened(self._sessions, self._remaining_time)
+            binder.bind(Session, to=opened_sync, scope=RequestScope)
             binder.bind(UnitOfWork, to=SqlAlchemyUnitOfWork)
             engine = _engine_of(self._sessions)
             if isinstance(engine, Engine):
@@ -131,7 +161,7 @@ class SqlAlchemyModule(Module):
                 )
                 binder.bind(IdempotencyStore, to=store, scope=RequestScope)
         if self._async_sessions is not None:
-            opened = _opened(self._async_sessions)
+            opened = _opened(self._async_sessions, self._remaining_time)
             binder.bind(AsyncSession, to=opened, scope=RequestScope)
             binder.bind(AsyncUnitOfWork, to=AsyncSqlAlchemyUnitOfWork)
             async_engine = _engine_of(self._async_sessions)
@@ -155,14 +185,19 @@ def _engine_of(
     return bind.engine if isinstance(bind, Connection | AsyncConnection) else bind
 
 
-def _opened(sessions: Callable[[], _S]) -> Provider[_S]:
+def _opened(
+    sessions: Callable[[], _S], remaining_time: RemainingTime | None
+) -> Provider[_S]:
     """Opens a session from `sessions`, closed when the request scope ends.
 
-    An `AsyncSession`'s close is awaited there; `send_sync` refuses it.
+    An `AsyncSession`'s close is awaited there; `send_sync` refuses it. The
+    session's `info` carries `remaining_time` for its unit of work.
     """
 
     def open_session() -> _S:
         session = sessions()
+        if remaining_time is not None:
+            session.info[REMAINING_TIME] = remaining_time
         at_scope_exit(session.close)
         return session
 
