@@ -433,7 +433,9 @@ async def test_other_scopes_pass_through_untouched(kind: str) -> None:
     scope: Scope = {"type": kind}
     await RequestContextMiddleware(app, principal=reader)(scope, receive, send)
     assert seen == [(scope, receive, send, None)]
-    assert scope == {"type": kind}
+    # The lifespan carries the middleware order, checked when the server starts.
+    recorded = {"resilience.middleware_stack": ["RequestContextMiddleware"]}
+    assert scope == {"type": kind, **(recorded if kind == "lifespan" else {})}
 
 
 # --- construction ------------------------------------------------------------------
