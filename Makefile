@@ -58,15 +58,17 @@ $(BENCH_VENV)/.synced: $(UV) benchmarks/requirements.txt $(MEMBERS)
 	VIRTUAL_ENV=$(BENCH_VENV) $(UV) pip install -e ./mediator -e ./mediator_resilience -e './http_resilience[redis]' -r benchmarks/requirements.txt
 	touch $@
 
-bench: $(BENCH_VENV)/.synced
+bench: $(BENCH_VENV)/.synced venv
 	$(BENCH_VENV)/bin/python benchmarks/mediator_dispatch.py
 	$(BENCH_VENV)/bin/python benchmarks/mediator_build.py
 	$(BENCH_VENV)/bin/python benchmarks/mediator_import.py
 	$(BENCH_VENV)/bin/python benchmarks/mediator_retry.py
 	$(BENCH_VENV)/bin/python benchmarks/mediator_idempotency.py
+	$(BENCH_VENV)/bin/python benchmarks/concurrent_orders.py
 	$(BENCH_VENV)/bin/python benchmarks/stream_retry.py
 	$(BENCH_VENV)/bin/python benchmarks/http_overhead.py
 	$(BENCH_VENV)/bin/python benchmarks/shared_state.py
+	$(BIN)/python benchmarks/web_demo.py
 
 # Mutation testing (mutmut) of the pure logic: backoff, Retry-After, breaker, limiter,
 # durations, stage order. Manual: not part of `make test` nor of CI. About five

@@ -8,23 +8,30 @@ for a 2 s load, and must end well, print its report and write its plot.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
 import re
 import subprocess
 import sys
+import threading
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pydantic
 import pytest
 import sqlalchemy
 from fastapi.testclient import TestClient
 
 from http_resilience import HttpResilienceOptions
+from mediator import FieldError, ValidationError
+from mediator.asgi import DomainErrorMiddleware
 from mediator.sqlalchemy import idempotency_table
+from tests.support.fault_server import serve_app
 from webapi.app import Settings, create_app
-from webapi.domain import Base
+from webapi.domain import Base, PlaceOrder
 from webapi.inventory import Faults, Stock, create_inventory
 
 DEMO = Path(__file__).resolve().parents[2] / "samples" / "webapi" / "demo.py"
@@ -59,6 +66,7 @@ def client(tmp_path: Path, stock: Stock) -> Generator[TestClient]:
 
 
 ORDER = {"order_id": "o-1", "sku": "widget", "quantity": 2}
+CALLER = "alice"  # the sample's stand-in authentication takes the token as the id
 
 
 def place(
@@ -67,8 +75,12 @@ def place(
     key: str | None = None,
     headers: dict[str, str] | None = None,
 ) -> Any:  # the TestClient's response (httpx2's, or httpx's)
-    """POST the order with an Idempotency-Key: `key`, else one of its own."""
-    sent = {"Idempotency-Key": key or f"key-{order['order_id']}", **(headers or {})}
+    """POST the order as `CALLER`, with an Idempotency-Key: `key`, else its own."""
+    sent = {
+        "Authorization": f"Bearer {CALLER}",
+        "Idempotency-Key": key or f"key-{order['order_id']}",
+        **(headers or {}),
+    }
     return client.post("/orders", json=order, headers=sent)
 
 
@@ -109,7 +121,9 @@ def test_an_order_sent_again_with_its_key_is_replayed(
 
 
 def test_an_order_without_a_key_is_refused(client: TestClient, stock: Stock) -> None:
-    refused = client.post("/orders", json=ORDER)
+    refused = client.post(
+        "/orders", json=ORDER, headers={"Authorization": f"Bearer {CALLER}"}
+    )
     assert refused.status_code == 400
     assert refused.json()["detail"] == "This request needs an Idempotency-Key header."
     assert stock.requests == 0
@@ -218,3 +232,196 @@ def test_the_demo_runs_for_real_and_writes_its_plot(tmp_path: Path) -> None:
     assert found is not None, resent
     assert found[1] == found[2] != "0"
     assert (tmp_path / "webapi-demo.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# --- The caller, the two 422s, an outage ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "authorization",
+    [None, "Bearer", "Basic YWxpY2U6c2VjcmV0", f"Bearer {'x' * 65}"],
+    ids=["none", "no token", "not a bearer", "too long"],
+)
+def test_an_order_without_a_caller_is_refused_401(
+    tmp_path: Path, client: TestClient, stock: Stock, authorization: str | None
+) -> None:
+    headers = {"Idempotency-Key": "k-1", "X-Correlation-ID": "req-9"}
+    if authorization is not None:
+        headers["Authorization"] = authorization
+    refused = client.post("/orders", json=ORDER, headers=headers)
+    assert refused.status_code == 401
+    assert refused.headers["content-type"] == "application/problem+json"
+    assert refused.headers["WWW-Authenticate"] == 'Bearer realm="orders"'
+    assert refused.headers["X-Correlation-ID"] == "req-9"
+    assert refused.json()["title"] == "Unauthorized"
+    # Nothing ran and nothing was kept: the key is still free for its caller.
+    assert stock.requests == 0
+    assert place(client, ORDER, key="k-1").status_code == 201
+
+
+def test_each_caller_keeps_its_own_keys(client: TestClient, stock: Stock) -> None:
+    alice = place(client, ORDER, key="k-1")
+    # The same key from another caller is another order, not a mismatch of
+    # alice's: the idempotency records are scoped by the caller.
+    bob = client.post(
+        "/orders",
+        json={**ORDER, "order_id": "o-2", "quantity": 1},
+        headers={"Authorization": "Bearer bob", "Idempotency-Key": "k-1"},
+    )
+    assert (alice.status_code, bob.status_code) == (201, 201)
+    assert "Idempotent-Replayed" not in bob.headers
+    assert (len(stock.reserved), stock.levels) == (2, {"widget": 2})
+
+
+async def _mediators_422(errors: list[FieldError]) -> httpx.Response:
+    """What DomainErrorMiddleware answers for a ValidationError of `errors`."""
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        raise ValidationError("PlaceOrder is invalid", errors)
+
+    transport = httpx.ASGITransport(app=DomainErrorMiddleware(app))
+    async with httpx.AsyncClient(transport=transport) as client:
+        return await client.post("http://orders/orders")
+
+
+def test_fastapis_422_has_the_shape_of_the_mediators(
+    client: TestClient, stock: Stock
+) -> None:
+    bad = {**ORDER, "quantity": 0, "sku": ""}
+    fastapis = place(client, bad)
+    # The same fields refused by the mediator (its ValidationBehavior turns a
+    # pydantic error into these field errors: the path and the message).
+    with pytest.raises(pydantic.ValidationError) as refused:
+        PlaceOrder.model_validate(bad)
+    errors = [FieldError(tuple(e["loc"]), e["msg"]) for e in refused.value.errors()]
+    mediators = asyncio.run(_mediators_422(errors))
+    assert fastapis.status_code == mediators.status_code == 422
+    assert (
+        fastapis.headers["content-type"]
+        == mediators.headers["content-type"]
+        == "application/problem+json"
+    )
+    assert fastapis.json() == mediators.json()
+    assert [error["field"] for error in fastapis.json()["errors"]] == [
+        "sku",
+        "quantity",
+    ]
+    assert stock.requests == 0
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (b"{not json", "JSON decode error"),
+        (b"[1]", "Input should be a valid dictionary or object to extract fields from"),
+        (b"", "Field required"),
+    ],
+    ids=["not json", "no object", "empty"],
+)
+def test_a_body_that_is_no_order_is_a_422_about_the_request_as_a_whole(
+    client: TestClient, stock: Stock, body: bytes, message: str
+) -> None:
+    answer = client.post(
+        "/orders",
+        content=body,
+        headers={
+            "Authorization": f"Bearer {CALLER}",
+            "Idempotency-Key": "k-1",
+            "Content-Type": "application/json",
+        },
+    )
+    assert answer.status_code == 422
+    assert answer.headers["content-type"] == "application/problem+json"
+    assert answer.json() == {
+        "type": "about:blank",
+        "title": "Unprocessable Content",
+        "status": 422,
+        "detail": "The request has invalid fields: see errors.",
+        "errors": [{"field": None, "message": message}],
+    }
+    assert stock.requests == 0
+
+
+def _no_tracebacks(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        f"{record.name}: {record.getMessage()}"
+        for record in caplog.records
+        if record.exc_info is not None or record.levelno >= logging.ERROR
+    ]
+
+
+def test_an_inventory_outage_is_a_503_problem_without_a_traceback(
+    tmp_path: Path, stock: Stock, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    # TestClient raises what escapes the app: an answer here means nothing did.
+    for client in service(tmp_path, stock, Faults(ratio=1.0)):
+        down = place(client, ORDER, headers={"X-Correlation-ID": "req-5"})
+        assert down.status_code == 503
+        assert down.headers["content-type"] == "application/problem+json"
+        assert down.headers["X-Correlation-ID"] == "req-5"
+        assert down.json()["status"] == 503
+        assert "Traceback" not in down.text
+        assert "inventory" not in down.text.lower()  # no internal details
+    assert stock.requests == 4  # the first attempt and its three retries
+    assert stock.levels == {"widget": 5}
+    assert _no_tracebacks(caplog) == []
+
+
+def _signalling(app: Any, ready: threading.Event) -> Any:
+    """`app`, setting `ready` once its lifespan started (for `serve_app`)."""
+
+    async def wrapped(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "lifespan":
+            await app(scope, receive, send)
+            return
+
+        async def signalled(message: Any) -> None:
+            await send(message)
+            if message["type"] == "lifespan.startup.complete":
+                ready.set()
+
+        await app(scope, receive, signalled)
+
+    return wrapped
+
+
+def test_an_outage_under_uvicorn_logs_no_traceback_and_keeps_the_connection(
+    tmp_path: Path, stock: Stock, caplog: pytest.LogCaptureFixture
+) -> None:
+    inventory = create_inventory(stock, Faults(ratio=1.0))
+    settings = Settings(
+        inventory_url="http://inventory.local",
+        database_url=f"sqlite+aiosqlite:///{tmp_path}/orders.db",
+        inventory=HttpResilienceOptions(base_delay="1ms"),
+        inventory_transport=httpx.ASGITransport(app=inventory),
+    )
+    ready = threading.Event()
+    caplog.set_level(logging.INFO)
+    served = _signalling(create_app(settings), ready)
+    answers: list[httpx.Response] = []
+    with (
+        serve_app(served, ready, name="orders") as url,
+        httpx.Client(base_url=url, timeout=30) as client,
+    ):
+        for number in range(3):
+            answers.append(
+                client.post(
+                    "/orders",
+                    json={**ORDER, "order_id": f"o-{number}"},
+                    headers={
+                        "Authorization": f"Bearer {CALLER}",
+                        "Idempotency-Key": f"k-{number}",
+                    },
+                )
+            )
+    # The answers hold their streams, so no id below is reused.
+    streams = {id(answer.extensions["network_stream"]) for answer in answers}
+    assert [answer.status_code for answer in answers] == [503, 503, 503]
+    assert {answer.headers["content-type"] for answer in answers} == {
+        "application/problem+json"
+    }
+    assert all("connection" not in answer.headers for answer in answers)
+    assert len(streams) == 1  # one connection served all three: none was dropped
+    assert stock.levels == {"widget": 5}
+    assert _no_tracebacks(caplog) == []

@@ -1,32 +1,41 @@
 """The orders service: FastAPI, the mediator, SQLAlchemy and a resilient client.
 
-The recipe, in order:
+The recipe (docs/web-services.md, "FastAPI: the recipe"), in order:
 
-- the lifespan builds one `Injector` (the mediator and its handlers, the
-  database's unit of work, the mediator's retry, the named HTTP clients) and
-  closes the clients and the engine when the application stops;
+- `create_app` builds everything the service holds, when the app is built:
+  the database engine, one `Injector` (the mediator and its handlers, the
+  database's unit of work, the mediator's retry, the named HTTP clients),
+  the mediator itself, the idempotency store and the health routes. A wiring
+  mistake fails here, before the server takes a request;
+- the lifespan only creates the tables (a service in production migrates
+  them instead: see ``mediator/src/mediator/sqlalchemy/migrations``) and,
+  when the application stops, closes the HTTP clients and the engine;
 - `mediator_of`, a FastAPI dependency, hands each endpoint the mediator;
+- FastAPI's own 422 for a body it cannot read (`RequestValidationError`) is
+  raised on as the mediator's `ValidationError`, so that every 422 has one
+  shape: `DomainErrorMiddleware`'s problem+json, with ``errors``;
 - OpenTelemetry's meters and spans are on (they report nowhere until the
   application configures an SDK), and two health routes say whether the
   process is up and whether its dependencies take calls;
 - the middlewares, in the one order they take, set each request's
-  correlation id (one for the audit records and the HTTP calls), carry the
-  caller's deadline in, take the ``Idempotency-Key`` every ``POST /orders``
-  must carry (the order sent again under it is answered with its first
-  answer, marked ``Idempotent-Replayed: true``), and turn what escapes a
-  handler into the answer it means.
+  correlation id (one for the audit records and the HTTP calls) and caller
+  (`webapi.auth`, a stand-in for real authentication), carry the caller's
+  deadline in, take the ``Idempotency-Key`` every ``POST /orders`` must carry
+  (the order sent again under it is answered with its first answer, marked
+  ``Idempotent-Replayed: true``), and turn what escapes a handler into the
+  answer it means: a domain error, or an outage of the inventory.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Annotated
+from typing import Annotated, Any, NoReturn
 
 import httpx
 from fastapi import Depends, FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.exceptions import RequestValidationError
 from injector import Injector
 from sqlalchemy.ext.asyncio import create_async_engine
 from starlette.routing import Route
@@ -43,9 +52,10 @@ from http_resilience.asgi import liveness, readiness
 from http_resilience.injector import HttpClientsModule
 from http_resilience.otel import HttpMetrics, HttpTracing
 from mediator import (
-    IdempotencyOptions,
+    FieldError,
     Mediator,
     MediatorModule,
+    ValidationError,
     current_correlation_id,
 )
 from mediator.asgi import (
@@ -60,6 +70,7 @@ from mediator.sqlalchemy import (
     acreate_idempotency_table,
 )
 from mediator_resilience import ResilienceMediatorModule
+from webapi.auth import CHALLENGE, demo_principal
 from webapi.domain import HANDLERS, INVENTORY, Base, Order, OrderView, PlaceOrder
 
 
@@ -85,61 +96,65 @@ class Settings:
 
 
 def create_app(settings: Settings) -> FastAPI:
-    """The orders service for `settings`."""
+    """The orders service for `settings`, built whole; served once.
+
+    The lifespan closes what this builds (the HTTP clients, the engine) when
+    the application stops, so an app is served once: build another to serve
+    again.
+    """
+    engine = create_async_engine(settings.database_url)
+    injector = Injector(
+        [
+            MediatorModule(
+                lambda m: (
+                    m.add_handler(*HANDLERS)
+                    .add_behavior(TelemetryBehavior)  # the global providers
+                    .use_defaults()
+                )
+            ),
+            # The wait for the database's write lock, and the mediator's
+            # retry, keep the caller's deadline too.
+            SqlAlchemyModule(async_engine=engine, remaining_time=remaining_time),
+            ResilienceMediatorModule(remaining_time=remaining_time),
+            HttpClientsModule(
+                lambda clients: clients.add(
+                    INVENTORY,
+                    settings.inventory,
+                    base_url=settings.inventory_url,
+                    transport=settings.inventory_transport,
+                ),
+                listeners=[HttpMetrics(), HttpTracing(), *settings.listeners],
+                # The inventory calls carry the id the audit records carry.
+                correlation=current_correlation_id,
+            ),
+        ]
+    )
+    mediator = injector.get(Mediator)  # a wiring mistake fails here
+    clients = injector.get(HttpClientFactory)
+    # The idempotency records: the mediator's (@idempotent commands) and the
+    # HTTP answers IdempotencyKeyMiddleware keeps, in one table.
+    store = AsyncSqlAlchemyIdempotencyStore(engine)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncGenerator[None]:
-        engine = create_async_engine(settings.database_url)
+        # A demo creates its tables; a service in production migrates them
+        # before it starts (the idempotency table's migrations ship with
+        # mediator.sqlalchemy) and leaves these two lines out.
         async with engine.begin() as connection:
             await connection.run_sync(Base.metadata.create_all)
-        # The idempotency records: the mediator's (@idempotent commands) and
-        # the HTTP answers IdempotencyKeyMiddleware keeps.
         await acreate_idempotency_table(engine)
-        app.state.idempotency_store = AsyncSqlAlchemyIdempotencyStore(engine)
-        injector = Injector(
-            [
-                MediatorModule(
-                    lambda m: (
-                        m.add_handler(*HANDLERS)
-                        .add_behavior(TelemetryBehavior)  # the global providers
-                        .use_defaults()
-                    )
-                ),
-                SqlAlchemyModule(async_engine=engine),
-                # This demo signs no one in: its callers are anonymous and opt
-                # in to share one idempotency scope. A service that
-                # authenticates leaves this out: each principal keeps its own.
-                lambda binder: binder.bind(
-                    IdempotencyOptions, to=IdempotencyOptions(allow_anonymous=True)
-                ),
-                # The mediator's retry keeps the caller's deadline too.
-                ResilienceMediatorModule(remaining_time=remaining_time),
-                HttpClientsModule(
-                    lambda clients: clients.add(
-                        INVENTORY,
-                        settings.inventory,
-                        base_url=settings.inventory_url,
-                        transport=settings.inventory_transport,
-                    ),
-                    listeners=[HttpMetrics(), HttpTracing(), *settings.listeners],
-                    # The inventory calls carry the id the audit records carry.
-                    correlation=current_correlation_id,
-                ),
-            ]
-        )
-        app.state.injector = injector
-        clients = injector.get(HttpClientFactory)
-        # Ready while no dependency refuses calls (an open or isolated breaker).
-        app.router.routes.append(Route("/health/ready", readiness(clients)))
         try:
             yield
         finally:
-            await injector.get(HttpClientFactory).aclose()
+            await clients.aclose()
             await engine.dispose()
 
     app = FastAPI(title="orders", lifespan=lifespan)
+    app.state.mediator = mediator
     # Up while the process serves, whatever its dependencies do.
     app.router.routes.append(Route("/health/live", liveness()))
+    # Ready while no dependency refuses calls (an open or isolated breaker).
+    app.router.routes.append(Route("/health/ready", readiness(clients)))
 
     @app.post("/orders", status_code=201)
     async def place_order(order: PlaceOrder, mediator: MediatorOf) -> OrderView:
@@ -149,37 +164,60 @@ def create_app(settings: Settings) -> FastAPI:
     async def get_order(order_id: str, mediator: MediatorOf) -> OrderView:
         return await mediator.send(Order(order_id=order_id))
 
-    @app.exception_handler(httpx.HTTPStatusError)
-    async def inventory_failed(request: Request, error: Exception) -> JSONResponse:
-        # The inventory still failed after the client's retries.
-        return JSONResponse(
-            {"title": "the inventory is unavailable", "status": 503}, status_code=503
-        )
+    app.add_exception_handler(RequestValidationError, invalid_request)
 
     # The one order of the web middlewares (docs/web-services.md, "The
     # middleware stack"); each refuses to serve in another. The last added is
     # the outermost: the request's correlation id and caller first (echoed on
     # every answer), then the caller's deadline and retry (counted from the
-    # request's arrival), then the idempotency key (the caller is known), then
-    # what escapes a handler: a domain error, whose answer the key keeps, or
-    # an outage of the inventory.
+    # request's arrival), then the idempotency key (scoped to the caller;
+    # without one, 401), then what escapes a handler: a domain error, whose
+    # answer the key keeps, or an outage of the inventory.
     app.add_middleware(ResilienceErrorMiddleware)
-    app.add_middleware(DomainErrorMiddleware)
+    app.add_middleware(DomainErrorMiddleware, www_authenticate=CHALLENGE)
     app.add_middleware(
         IdempotencyKeyMiddleware,
-        store_factory=lambda: app.state.idempotency_store,
+        store_factory=lambda: store,
         required=["/orders"],
-        anonymous=["/orders"],  # no sign-in in this demo, as above
+        www_authenticate=CHALLENGE,
     )
     app.add_middleware(ResilienceContextMiddleware)
-    app.add_middleware(RequestContextMiddleware)
+    app.add_middleware(RequestContextMiddleware, principal=demo_principal)
     return app
 
 
 def mediator_of(request: Request) -> Mediator:
     """The mediator, for an endpoint: ``mediator: MediatorOf``."""
-    injector: Injector = request.app.state.injector
-    return injector.get(Mediator)
+    mediator: Mediator = request.app.state.mediator
+    return mediator
 
 
 MediatorOf = Annotated[Mediator, Depends(mediator_of)]
+
+
+async def invalid_request(request: Request, error: Exception) -> NoReturn:
+    """FastAPI's 422 raised on as the mediator's, for `DomainErrorMiddleware`.
+
+    FastAPI answers a body (or a parameter) it cannot read with a 422 of its
+    own shape. Raised on as a `ValidationError`, it gets the shape of every
+    other 422 of the service: problem+json, with one ``{"field", "message"}``
+    per error. A field of the body is named as the command's field is (the
+    body is the command: ``"quantity"``, ``"lines.0.sku"``), one elsewhere
+    by where it was sent (``"query.limit"``), and the body as a whole (not
+    JSON, missing, or no object) by null.
+
+    Raises:
+        ValidationError: Always; the middleware answers it.
+    """
+    errors = error.errors() if isinstance(error, RequestValidationError) else ()
+    raise ValidationError(
+        f"{request.method} {request.url.path}: the request is invalid",
+        [FieldError(_field(item), str(item["msg"])) for item in errors],
+    ) from error
+
+
+def _field(error: Mapping[str, Any]) -> tuple[str | int, ...]:
+    path = tuple[str | int, ...](error["loc"])
+    if error["type"] == "json_invalid":
+        return ()  # FastAPI's location is ("body", <offset of the error>)
+    return path[1:] if path[:1] == ("body",) else path

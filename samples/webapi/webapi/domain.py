@@ -2,13 +2,35 @@
 
 `PlaceOrder` reserves the stock at the inventory service (an HTTP call, through
 a resilient client, with an ``Idempotency-Key`` so that its retries never
-reserve twice) and stores the order in one transaction. It is `@retryable`:
-a transient database failure runs it again, and the same key keeps the
-reservation single. It is `@idempotent` with the key of the request context
-(the ``Idempotency-Key`` the caller sent with ``POST /orders``): the order
-sent again under that key is answered with its first outcome, and the
+reserve twice) and then stores the order. It is `@retryable`: a transient
+database failure runs it again, and the same key keeps the reservation
+single. It is `@idempotent` with the key of the request context (the
+``Idempotency-Key`` the caller sent with ``POST /orders``): the order sent
+again under that key is answered with its first outcome, and the
 inventory's key is derived from it (`derive_idempotency_key`), so every run
 of the handler under one caller's key reserves under one inventory key.
+
+`PlaceOrderHandler` reads, calls, then writes, and holds no transaction
+across the call. The unit of work begins the database transaction at the
+first write, so the read before the call takes no lock, and the write after
+it (``session.add``, flushed when the unit of work commits) holds SQLite's
+single write lock only while it commits. A flush before the call would begin
+the transaction there and hold it, with the write lock, for as long as the
+inventory takes to answer: concurrent orders would queue behind each other.
+A database transaction cannot take in another service's effect anyway (seed
+003, section 5.4: the order and the reservation cannot commit atomically),
+so it gains nothing by being open during the call. One effect per key is the
+idempotency record's work, not the transaction's: a rerun of the send under
+the caller's key (the retry, the caller's own resend) asks the inventory
+under the same derived key, which reserves once; a resend after the outcome
+was recorded is answered from the record without running the handler; and
+the order row, its primary key the order id, is written once.
+
+The existence check before the call is not a lock: two requests for one new
+order id, each under its own key, can both pass it; the second then fails at
+its write on the primary key (`ConflictError`, 409), after its reservation.
+Undoing that reservation is a business operation of its own (a release
+command), not a rollback; the sample leaves it out.
 """
 
 from __future__ import annotations
@@ -81,6 +103,7 @@ class PlaceOrderHandler(CommandHandler[PlaceOrder, OrderView]):
         self.inventory = clients.async_client(INVENTORY)
 
     async def handle(self, request: PlaceOrder) -> OrderView:
+        # A read: no transaction begins, no lock is taken.
         if await self.session.get(OrderRow, request.order_id) is not None:
             raise BusinessRuleError(f"order {request.order_id} exists already")
         # The same for every run of this send under the caller's key; the
@@ -93,7 +116,10 @@ class PlaceOrderHandler(CommandHandler[PlaceOrder, OrderView]):
         )
         if answer.status_code == 409:  # Conflict
             raise BusinessRuleError(f"not enough {request.sku} in stock")
+        # The client gave up (it retried, or its breaker is open): an outage,
+        # which ResilienceErrorMiddleware answers 503 (or 502).
         answer.raise_for_status()
+        # The first write, after the call: the transaction begins here.
         self.session.add(
             OrderRow(id=request.order_id, sku=request.sku, quantity=request.quantity)
         )
