@@ -69,6 +69,7 @@ bench: $(BENCH_VENV)/.synced venv
 	$(BENCH_VENV)/bin/python benchmarks/http_overhead.py
 	$(BENCH_VENV)/bin/python benchmarks/shared_state.py
 	$(BIN)/python benchmarks/web_demo.py
+	$(BIN)/python benchmarks/web_demo.py --rate 20
 
 # Mutation testing (mutmut) of the pure logic: backoff, Retry-After, breaker, limiter,
 # durations, stage order. Manual: not part of `make test` nor of CI. About five

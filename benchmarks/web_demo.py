@@ -1,6 +1,6 @@
 """The web sample's demo, run several times: its percentiles, its answers, the spread.
 
-`samples/webapi/demo.py` (what ``make demo`` runs) places 20 orders a second
+`samples/webapi/demo.py` (what ``make demo`` runs) places 10 orders a second
 for 10 s, each with a 2 s deadline, through the orders service to an inventory
 that fails a tenth of its requests and is down from 3 s to 5.5 s. One run is
 one sample of a noisy machine; this script runs the same scenario `runs`
@@ -18,7 +18,7 @@ Run it with ``make bench`` or ``python benchmarks/web_demo.py`` from the dev
 environment (the demo needs the web sample's packages: FastAPI, uvicorn,
 aiosqlite, matplotlib). ``WEB_DEMO_RUNS`` (default 3), ``WEB_DEMO_DURATION``
 (seconds, default 10; the outage is at 3 s, so a run shorter than 6 s misses
-it) and ``WEB_DEMO_RATE`` (orders a second, default 20) change the scenario;
+it) and ``WEB_DEMO_RATE`` (orders a second, default 10) change the scenario;
 so do ``--runs``, ``--duration`` and ``--rate``.
 """
 
@@ -91,8 +91,8 @@ def main() -> None:
     parser.add_argument(
         "--rate",
         type=float,
-        default=float(os.environ.get("WEB_DEMO_RATE", "20")),
-        help="orders a second (the demo's 20 by default)",
+        default=float(os.environ.get("WEB_DEMO_RATE", "10")),
+        help="orders a second (the demo's 10 by default)",
     )
     parser.add_argument(
         "--python", default=sys.executable, help="the interpreter that runs the demo"

@@ -219,7 +219,7 @@ def test_the_demo_runs_for_real_and_writes_its_plot(tmp_path: Path) -> None:
     assert result.stderr == ""
     lines = result.stdout.splitlines()
     assert lines[0] == "The orders and inventory services are up on 127.0.0.1."
-    assert "Orders placed: 40 (logical requests, 20 a second)" in lines
+    assert "Orders placed: 20 (logical requests, 10 a second)" in lines
     assert any(line.startswith("Inventory requests: ") for line in lines)
     assert any(line.startswith("Latency: p50 ") for line in lines)
     # The orders sent again with their keys: each one replayed, none reserved.
