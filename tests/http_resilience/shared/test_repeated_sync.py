@@ -25,7 +25,7 @@ from http_resilience import (
 from http_resilience._shared.link import BudgetTerms, ClientShare, SharedRetryBudget
 from http_resilience._shared.redis_batch import LEASE_HOLD, RedisBatch, client_keys
 from http_resilience.testing import FakeClock
-from tests.support.redis_server import RedisServer
+from tests.support.redis_server import RedisServer, after_attach_sync
 
 HOST = "http://inventory.local:80"
 URL = "http://inventory.local/items"
@@ -193,6 +193,7 @@ def test_quota_leases_granted_in_a_lost_answer_are_received_on_the_retry(
     try:
         with httpx.Client(transport=transport) as client:
             assert client.get(URL).status_code == 200  # the quota is seen
+            after_attach_sync(state)
             assert state.sync_now()
             for _ in range(3):  # spends the lease (2 x 1 + 1)
                 assert client.get(URL).status_code == 200
