@@ -16,11 +16,10 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import pytest
 
@@ -167,24 +166,3 @@ def redis_server(redis_session: RedisServer) -> Iterator[RedisServer]:
         client.close()
     yield redis_session
     redis_session.start()
-
-
-_POLL = threading.Event()
-"""Never set: its timed wait paces the poll of `after_attach_sync`."""
-
-
-def after_attach_sync(state: Any) -> None:
-    """Let the sync a client's attach woke run, then sync once more.
-
-    Attaching a client to a `SharedState` wakes its sync thread, which syncs
-    at a moment of its own. A test that counts leases syncs by hand after
-    that one, never beside it: once the thread has taken the wake (the event
-    is clear), `sync_now` waits for the thread's sync to end, then runs its
-    own. Bounded: after 20 s the test goes on and fails on its own counts.
-    """
-    woken = state._wake  # pyright: ignore[reportPrivateUsage]
-    for _ in range(2000):
-        if not woken.is_set():
-            break
-        _POLL.wait(0.01)  # polls the sync thread; no clock is waited out
-    state.sync_now()

@@ -104,7 +104,9 @@ class Fleet:
         wall: Wall,
         clock: FakeClock | None = None,
     ) -> tuple[httpx.Client, SharedState]:
-        state = SharedState(self.url, sync_interval=60.0, wall_clock=wall)
+        state = SharedState(
+            self.url, sync_interval=60.0, wall_clock=wall, background=False
+        )
         transport = ResilientTransport(
             httpx.MockTransport(upstream),
             options=opts,

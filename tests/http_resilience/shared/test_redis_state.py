@@ -66,7 +66,9 @@ def wall() -> Wall:
 
 @pytest.fixture
 def shared(redis_server: RedisServer, wall: Wall) -> Iterator[SharedState]:
-    state = SharedState(redis_server.url, sync_interval=60.0, wall_clock=wall)
+    state = SharedState(
+        redis_server.url, sync_interval=60.0, wall_clock=wall, background=False
+    )
     yield state
     state.close()
 

@@ -1,10 +1,12 @@
 """`SharedState` refuses a bad argument when it is built, naming it.
 
-Nothing here reaches Redis: the checks run before any connection is made.
+Nothing here reaches Redis: the checks run before any connection is made, and
+the one sync tried is refused at once (nothing listens on port 1).
 """
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
@@ -50,3 +52,24 @@ def test_a_namespace_of_plain_characters_is_taken() -> None:
 def test_something_that_is_no_redis_is_refused() -> None:
     with pytest.raises(TypeError):
         SharedState(object())
+
+
+def sync_threads() -> list[threading.Thread]:
+    return [
+        thread
+        for thread in threading.enumerate()
+        if thread.name == "http_resilience-shared"
+    ]
+
+
+def test_without_background_no_thread_syncs_and_attaching_starts_none() -> None:
+    before = sync_threads()
+    state = SharedState(URL, background=False)
+    try:
+        state.attach("inventory")
+        assert sync_threads() == before
+        # The owner syncs: Redis is not there, so the sync says so.
+        assert state.sync_now() is False
+        assert state.up is False
+    finally:
+        state.close()

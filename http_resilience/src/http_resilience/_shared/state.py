@@ -77,6 +77,9 @@ class SharedState:
         maximum_hosts: The hosts a client's shared state holds. Default 1024.
         wall_clock: Unix seconds; the replicas' clocks must agree to well
             within a break duration (NTP does).
+        background: Whether a thread syncs (default). ``False``: no thread;
+            only `sync_now` syncs, for a worker that runs its own schedule
+            and for tests that count what each sync does.
 
     Raises:
         ValueError: `fallback` is not ``"local"``, a bound is not positive, the
@@ -102,6 +105,7 @@ class SharedState:
         maximum_batch: int = DEFAULT_MAXIMUM_BATCH,
         maximum_hosts: int = DEFAULT_MAXIMUM_HOSTS,
         wall_clock: Callable[[], float] = wall_time,
+        background: bool = True,
     ) -> None:
         if fallback != "local":
             raise ValueError(f"fallback must be 'local', got {fallback!r}")
@@ -145,6 +149,7 @@ class SharedState:
         self._halt = threading.Event()
         self._stop = False
         self._thread: threading.Thread | None = None
+        self._background = background
         self._up = True  # until the first failure: a failure then is news
         self._backoff = 0.0
 
@@ -154,7 +159,7 @@ class SharedState:
         return self._up
 
     def attach(self, name: str) -> ClientShare:
-        """A transport's link for client `name`; starts the sync thread.
+        """A transport's link for client `name`; starts the sync thread, if any.
 
         Raises:
             RuntimeError: The shared state is closed.
@@ -170,7 +175,7 @@ class SharedState:
                 detach=self._detach,
             )
             self._shares = [*self._shares, share]
-            if self._thread is None:
+            if self._background and self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name="http_resilience-shared", daemon=True
                 )
@@ -189,7 +194,8 @@ class SharedState:
     def sync_now(self) -> bool:
         """Sync every client once, on this thread; whether Redis answered.
 
-        For tests and shutdown hooks; the background thread does this anyway.
+        For tests, shutdown hooks and ``background=False``; the background
+        thread does this anyway.
         """
         return self._sync_all()
 
