@@ -137,6 +137,7 @@ TWINS: tuple[Twin, ...] = (
             "AsyncHTTPTransport": "HTTPTransport",
             "AsyncBaseTransport": "BaseTransport",
             "AsyncResilientTransport": "ResilientTransport",
+            "AsyncProxyRouter": "ProxyRouter",
             "an async client needs async": "a sync client needs sync",
             "async client": "sync client",
         },

@@ -22,6 +22,10 @@ from http_resilience._transports.client_sync import (  # unasync: async-only
     create_client as create_client,
 )
 from http_resilience._transports.client_transports import remember_transports
+from http_resilience._transports.env_proxies import (
+    AsyncProxyRouter,
+    environment_proxies,
+)
 from http_resilience._transports.transport import AsyncResilientTransport
 
 __all__ = ["build_async_client", "create_async_client"]
@@ -48,9 +52,13 @@ def create_async_client(
     `httpx.AsyncHTTPTransport` built from ``verify``, ``cert``, ``http1``,
     ``http2``, ``limits``, ``proxy`` and ``trust_env``, as httpx would). Each
     transport in ``mounts=`` is wrapped in a pipeline of its own with the same
-    options. Environment proxies are not read, as with any explicit httpx
-    transport: pass ``proxy=``. With `own_transport_timeout` (the default) the
-    pipeline sets each attempt's httpx timeouts, so ``timeout=`` has no effect.
+    options. With ``trust_env`` on (the default) and neither ``transport=``
+    nor ``proxy=`` given, the environment's proxies apply as in httpx
+    (``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``, ``NO_PROXY``, read once,
+    here), under the same pipeline as direct calls: one limiter, budget and
+    breaker per host for the whole client. With `own_transport_timeout` (the
+    default) the pipeline sets each attempt's httpx timeouts, so ``timeout=``
+    has no effect.
 
     Args:
         name: The client's name: its configuration section, and in events,
@@ -129,8 +137,10 @@ def build_async_client(
     """
     transport, building, mounts = split_arguments(name, httpx_kwargs)
     resolved, custom = resolve(options, pipeline, config, name, sync=False)
+    router: AsyncProxyRouter | None = None
     if transport is None:
-        transport = httpx.AsyncHTTPTransport(**building)
+        # httpx's transport, with the environment's proxies beside it.
+        transport = router = AsyncProxyRouter(environment_proxies(building), building)
 
     built: list[AsyncResilientTransport] = []
 
@@ -154,12 +164,14 @@ def build_async_client(
         built.append(made)
         return made
 
-    client = httpx.AsyncClient(
-        transport=resilient(transport),
-        mounts={
-            pattern: None if mounted is None else resilient(mounted)
-            for pattern, mounted in mounts.items()
-        },
-        **httpx_kwargs,
+    main = resilient(transport)
+    # The environment's mounts first, yours over them: httpx's order.
+    every: dict[str, httpx.AsyncBaseTransport | None] = (
+        {} if router is None else router.mounts(main)
     )
+    every.update(
+        (pattern, None if mounted is None else resilient(mounted))
+        for pattern, mounted in mounts.items()
+    )
+    client = httpx.AsyncClient(transport=main, mounts=every, **httpx_kwargs)
     return remember_transports(client, built)

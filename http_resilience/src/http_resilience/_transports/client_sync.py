@@ -18,6 +18,10 @@ from http_resilience._strategies.pipeline import ResiliencePipeline
 from http_resilience._strategies.standard import HttpResilienceOptions
 from http_resilience._transports.client_arguments import resolve, split_arguments
 from http_resilience._transports.client_transports import remember_transports
+from http_resilience._transports.env_proxies import (
+    ProxyRouter,
+    environment_proxies,
+)
 from http_resilience._transports.transport import ResilientTransport
 
 __all__ = ["build_client", "create_client"]
@@ -44,9 +48,13 @@ def create_client(
     `httpx.HTTPTransport` built from ``verify``, ``cert``, ``http1``,
     ``http2``, ``limits``, ``proxy`` and ``trust_env``, as httpx would). Each
     transport in ``mounts=`` is wrapped in a pipeline of its own with the same
-    options. Environment proxies are not read, as with any explicit httpx
-    transport: pass ``proxy=``. With `own_transport_timeout` (the default) the
-    pipeline sets each attempt's httpx timeouts, so ``timeout=`` has no effect.
+    options. With ``trust_env`` on (the default) and neither ``transport=``
+    nor ``proxy=`` given, the environment's proxies apply as in httpx
+    (``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``, ``NO_PROXY``, read once,
+    here), under the same pipeline as direct calls: one limiter, budget and
+    breaker per host for the whole client. With `own_transport_timeout` (the
+    default) the pipeline sets each attempt's httpx timeouts, so ``timeout=``
+    has no effect.
 
     Args:
         name: The client's name: its configuration section, and in events,
@@ -125,8 +133,10 @@ def build_client(
     """
     transport, building, mounts = split_arguments(name, httpx_kwargs)
     resolved, custom = resolve(options, pipeline, config, name, sync=True)
+    router: ProxyRouter | None = None
     if transport is None:
-        transport = httpx.HTTPTransport(**building)
+        # httpx's transport, with the environment's proxies beside it.
+        transport = router = ProxyRouter(environment_proxies(building), building)
 
     built: list[ResilientTransport] = []
 
@@ -150,12 +160,14 @@ def build_client(
         built.append(made)
         return made
 
-    client = httpx.Client(
-        transport=resilient(transport),
-        mounts={
-            pattern: None if mounted is None else resilient(mounted)
-            for pattern, mounted in mounts.items()
-        },
-        **httpx_kwargs,
+    main = resilient(transport)
+    # The environment's mounts first, yours over them: httpx's order.
+    every: dict[str, httpx.BaseTransport | None] = (
+        {} if router is None else router.mounts(main)
     )
+    every.update(
+        (pattern, None if mounted is None else resilient(mounted))
+        for pattern, mounted in mounts.items()
+    )
+    client = httpx.Client(transport=main, mounts=every, **httpx_kwargs)
     return remember_transports(client, built)
