@@ -23,6 +23,7 @@ from __future__ import annotations
 import ipaddress
 import urllib.request
 from collections.abc import Mapping
+from types import TracebackType
 from typing import Any, Final
 
 import httpx
@@ -133,6 +134,17 @@ class AsyncProxyRouter(httpx.AsyncHTTPTransport):
             await proxy.aclose()
         await super().aclose()
 
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None = None,
+        exc_value: BaseException | None = None,
+        traceback: TracebackType | None = None,
+    ) -> None:
+        """Exit the direct pool and every proxy's (httpx's exits only its own)."""
+        for proxy in self._via.values():
+            await proxy.__aexit__(exc_type, exc_value, traceback)
+        await super().__aexit__(exc_type, exc_value, traceback)
+
 
 class AsyncProxyMount(httpx.AsyncBaseTransport):
     """A proxy's mount: the call runs through the client's resilient transport.
@@ -212,6 +224,17 @@ class ProxyRouter(httpx.HTTPTransport):
         for proxy in self._via.values():
             proxy.close()
         super().close()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None = None,
+        exc_value: BaseException | None = None,
+        traceback: TracebackType | None = None,
+    ) -> None:
+        """Exit the direct pool and every proxy's (httpx's exits only its own)."""
+        for proxy in self._via.values():
+            proxy.__exit__(exc_type, exc_value, traceback)
+        super().__exit__(exc_type, exc_value, traceback)
 
 
 class ProxyMount(httpx.BaseTransport):
