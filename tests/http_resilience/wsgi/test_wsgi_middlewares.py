@@ -85,6 +85,20 @@ def test_an_untrusted_caller_gets_the_default_deadline_no_marker_and_a_new_id() 
     assert made not in (None, "order-42")
 
 
+@pytest.mark.parametrize("value", ["9" * 12, "9" * 13, "9" * 100_000])
+def test_a_deadline_of_any_number_of_digits_is_clamped_never_ignored(
+    value: str,
+) -> None:
+    log: list[tuple[str, Any, Any, Any]] = []
+    wrapped = ResilienceContextMiddleware(seeing(log), max_deadline=5, safety_margin=0)
+
+    call(wrapped, environ_of(HTTP_X_REQUEST_TIMEOUT_MS=value))
+
+    assert all(4 < left <= 5 for _, left, _, _ in log)
+    assert len(log) == 2
+    assert wrapped.ignored == {}
+
+
 @pytest.mark.parametrize(
     ("name", "value", "kind"),
     [

@@ -30,6 +30,9 @@ __all__ = [
 ]
 
 _INTEGER: Final = re.compile(rb"[0-9]{1,12}")
+_DIGITS: Final = re.compile(rb"[0-9]+")
+_LONGEST_READ: Final = 12
+"""Digits of a deadline read as a number; more is far past any limit (31 years)."""
 MAX_ATTEMPT: Final = 1000
 """The highest attempt number a caller may say it makes."""
 
@@ -51,11 +54,17 @@ def checked_limits(safety_margin: float, max_deadline: float) -> None:
 def read_deadline(value: bytes, safety_margin: float, longest: float) -> float | None:
     """The seconds a caller's deadline header leaves; None if it is malformed.
 
-    Less `safety_margin`, at least 0 and at most `longest`.
+    Less `safety_margin`, at least 0 and at most `longest`. Any run of digits
+    is a deadline, however long: one too long to read as a number is past
+    every limit, so it is clamped to `longest` like a large one, never
+    converted (a megabyte of digits costs one scan, not a quadratic `int`).
     """
     text = value.strip()
-    if not _INTEGER.fullmatch(text):
+    if not _DIGITS.fullmatch(text):
         return None
+    text = text.lstrip(b"0") or b"0"
+    if len(text) > _LONGEST_READ:
+        return longest
     seconds = int(text) / 1000 - safety_margin
     return min(max(seconds, 0.0), longest)
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Final, cast, get_args
 
+from mediator._asgi.routing import router_inside, routes_request
 from mediator._asgi.stack import entered
 from mediator._asgi.types import (
     PRINCIPAL_SCOPE_KEY,
@@ -156,6 +157,17 @@ class IdempotencyKeyMiddleware:
     quoting the key. Scopes other than ``http`` and other methods pass
     through untouched.
 
+    A request no route of the app takes passes through untouched too, for
+    the app to answer its 404 (or 405, the path taken with other methods):
+    no key is checked or stored for it. That is known when the app inside is
+    Starlette's or FastAPI's (added with ``app.add_middleware``, or wrapping
+    the app): the middleware finds its router through the ``app`` attribute
+    each middleware between keeps, and asks its routes (``route.matches``,
+    into mounts) as the router will. For any other app, or one behind a
+    middleware that keeps no ``app``, every request is checked as above
+    (so a missing key on a path `required` covers is a 400 even where the
+    app would say 404), and a 404 or 405 is still never stored.
+
     Args:
         app: The ASGI application to wrap.
         store_factory: Called once per keyed request for the store that keeps
@@ -266,12 +278,18 @@ class IdempotencyKeyMiddleware:
         self._methods = _checked_methods(methods)
         self._header = check_header_name(header, "header")
         self._kept = _ALWAYS_KEPT | _checked_replay_headers(replay_headers)
+        self._router = router_inside(app)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Check the request's key; run the app with it, or replay its answer."""
         if not await entered(scope, receive, send, "IdempotencyKeyMiddleware"):
             return
         if scope["type"] != "http" or scope["method"] not in self._methods:
+            await self.app(scope, receive, send)
+            return
+        router = self._router
+        if router is not None and not routes_request(router, scope):
+            # No route takes it: the app's 404 or 405, not a key's 400.
             await self.app(scope, receive, send)
             return
         key = self._key_of(scope)
