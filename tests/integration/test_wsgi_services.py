@@ -249,14 +249,20 @@ def test_a_bug_after_exhausted_retries_is_answered_503_and_raised_for_the_server
     assert [type(error) for error in server_errors.errors] == [RuntimeError]
 
 
-def test_an_error_that_does_not_map_is_the_servers_500(
-    running: Running, server_errors: ServerErrors
+def test_an_error_that_does_not_map_is_a_500_with_the_id_logged_once(
+    running: Running, server_errors: ServerErrors, caplog: pytest.LogCaptureFixture
 ) -> None:
-    answer = running.get("/fail/bug")
+    with caplog.at_level(logging.ERROR, logger="mediator.wsgi"):
+        answer = running.get("/fail/bug", **{"X-Correlation-ID": "order-42"})
 
+    # Answered by the outermost middleware, not the server: with the id.
     assert answer.status_code == 500
+    assert answer.headers["Content-Type"] == "application/problem+json"
+    assert answer.headers["X-Correlation-ID"] == "order-42"
     assert SECRET not in answer.text
-    assert [type(error) for error in server_errors.errors] == [RuntimeError]
+    logged = [r for r in caplog.records if r.exc_info and r.name == "mediator.wsgi"]
+    assert [type(record.exc_info[1]) for record in logged] == [RuntimeError]  # type: ignore[index]
+    assert server_errors.errors == []
 
 
 def test_a_misordered_stack_is_refused_before_the_app_runs(

@@ -405,11 +405,12 @@ async def test_the_context_is_reset_when_the_app_raises() -> None:
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         raise RuntimeError("bug")
 
-    with pytest.raises(RuntimeError, match="bug"):
-        await get(
-            RequestContextMiddleware(app, principal=lambda scope: CLERK),
-            {HEADER: "order-42"},
-        )
+    # Answered 500 here (tests/mediator/asgi/test_unhandled_errors.py).
+    answered = await get(
+        RequestContextMiddleware(app, principal=lambda scope: CLERK),
+        {HEADER: "order-42"},
+    )
+    assert (answered.status_code, answered.headers[HEADER]) == (500, "order-42")
     assert current_correlation_id() is None
     assert current_principal() is None
 

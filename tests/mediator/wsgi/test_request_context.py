@@ -128,8 +128,13 @@ def test_an_app_that_raises_leaves_no_context_behind() -> None:
     def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
         raise LookupError("boom")
 
-    with pytest.raises(LookupError):
-        call(RequestContextMiddleware(app), environ_of(HTTP_X_CORRELATION_ID="a"))
+    answered = call(
+        RequestContextMiddleware(app), environ_of(HTTP_X_CORRELATION_ID="a")
+    )
+    assert (answered.status, answered.headers["x-correlation-id"]) == (
+        "500 Internal Server Error",
+        "a",
+    )
     assert current_correlation_id() is None
 
 

@@ -8,6 +8,7 @@ each middleware only writes them in its own interface.
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 from typing import Final, cast
@@ -25,9 +26,11 @@ from mediator._errors import (
 
 __all__ = [
     "DEFAULT_RETRY_AFTER",
+    "INTERNAL_ERROR",
     "Answer",
     "answer_for",
     "checked_retry_after",
+    "log_unhandled",
     "problem_parts",
 ]
 
@@ -72,6 +75,11 @@ _UNAVAILABLE: Final = Answer(
 _DEADLINE: Final = Answer(
     504, "Gateway Timeout", "The request ran out of time before it could finish."
 )
+
+INTERNAL_ERROR: Final = Answer(
+    500, "Internal Server Error", "The service failed to answer this request."
+)
+"""The answer to an error nothing inside answered: a bug, never described."""
 
 _PRECEDENCE: Final = (
     _UNAUTHENTICATED,
@@ -172,3 +180,20 @@ def checked_retry_after(value: object) -> float:
             f"retry_after must be 0 to {_MAX_RETRY_AFTER:.0f} seconds, got {value!r}"
         )
     return value
+
+
+def log_unhandled(
+    logger: logging.Logger,
+    error: Exception,
+    method: object,
+    path: object,
+    correlation: str,
+) -> None:
+    """Log the error a 500 answered, once: its traceback, the request and its id."""
+    logger.error(
+        "unhandled error in %s %s (correlation id %s), answered 500",
+        method,
+        path,
+        correlation,
+        exc_info=error,
+    )

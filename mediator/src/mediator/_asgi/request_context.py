@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+import logging
 import uuid
 from collections.abc import Awaitable, Callable
+from contextlib import ExitStack
 from typing import Final, cast
 
+from mediator._asgi._stack_order import STACK_SCOPE_KEY
 from mediator._asgi.inbound import (
     checked_principal,
     checked_trusted,
@@ -14,6 +18,7 @@ from mediator._asgi.inbound import (
     is_async,
     trusts,
 )
+from mediator._asgi.problems import INTERNAL_ERROR, log_unhandled
 from mediator._asgi.stack import entered
 from mediator._asgi.types import (
     PRINCIPAL_SCOPE_KEY,
@@ -24,6 +29,7 @@ from mediator._asgi.types import (
     Send,
     check_app,
     check_header_name,
+    send_problem,
 )
 from mediator._context import (
     MAX_CORRELATION_LENGTH,
@@ -41,6 +47,8 @@ __all__ = [
 ]
 
 DEFAULT_CORRELATION_HEADER: Final = "X-Correlation-ID"
+
+_logger = logging.getLogger("mediator.asgi")
 
 PrincipalOf = Callable[[Scope], "Principal | Awaitable[Principal | None] | None"]
 """Who sends the request, read from its ASGI scope; sync or ``async def``."""
@@ -63,6 +71,18 @@ class RequestContextMiddleware:
       unknowable), or a caller `trusted` does not trust. None of these is an
       error. The response carries the id back in the same header, unless the
       app set that header itself;
+    - an exception that escapes the app before it began its answer (a bug:
+      nothing inside answered it), when this is the outermost of the web
+      middlewares (not one in a mounted sub-app's own stack, which leaves it
+      to the outer stack), is answered here with an
+      ``application/problem+json`` 500 that carries the id too, and never
+      the error's text, and logged once, with its traceback, method, path
+      and id, on the ``mediator.asgi`` logger at ``ERROR``. It is not raised
+      on: the server keeps the connection and logs nothing more, and
+      Starlette's ``ServerErrorMiddleware`` (its debug page, a handler for
+      500) does not see it; an error tracker reads the log record, or goes
+      inside this middleware. An exception after the answer began is
+      raised on as it is, for the server to end the answer;
     - the principal (`acting_as`) is what `principal` returns for the
       request's scope, when `principal` is given: None for an anonymous
       caller. It is also left in the scope (under ``"mediator.principal"``),
@@ -150,28 +170,49 @@ class RequestContextMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        # Only the outermost web middleware answers a bug: one inside another
+        # stack's (a mounted sub-app's own) leaves the error to the outer
+        # stack, whose error middlewares may still answer it.
+        outermost = scope.get(STACK_SCOPE_KEY) == ["RequestContextMiddleware"]
         chosen = self._inbound(scope) if trusts(self.trusted, scope) else None
         if chosen is None:
             chosen = str(uuid.uuid4())
         echoed = chosen.encode("ascii")
         header = self._header
+        started = False
 
         async def echoing(message: Message) -> None:
+            nonlocal started
             if message["type"] == "http.response.start":
+                started = True
                 headers = list(message.get("headers", ()))
                 if all(bytes(name).lower() != header for name, _ in headers):
                     headers.append((header, echoed))
                     message = {**message, "headers": headers}
             await send(message)
 
-        with correlation_id(chosen):
-            if self.principal is None:
+        with correlation_id(chosen), ExitStack() as stack:
+            if self.principal is not None:
+                principal = await self._principal_of(self.principal, scope)
+                scope[PRINCIPAL_SCOPE_KEY] = principal
+                stack.enter_context(acting_as(principal))
+            try:
                 await self.app(scope, receive, echoing)
-                return
-            principal = await self._principal_of(self.principal, scope)
-            scope[PRINCIPAL_SCOPE_KEY] = principal
-            with acting_as(principal):
-                await self.app(scope, receive, echoing)
+            except Exception as error:
+                if started or not outermost:
+                    raise
+                # A bug: answered here, so that its 500 carries the id too (the
+                # server's own, or Starlette's, would not), and logged here,
+                # once. Not raised on: uvicorn would log it again and close the
+                # connection, failing the next request a client sends on it.
+                log_unhandled(_logger, error, scope["method"], scope["path"], chosen)
+                with contextlib.suppress(Exception):  # the caller may have left
+                    await send_problem(
+                        echoing,
+                        INTERNAL_ERROR.status,
+                        INTERNAL_ERROR.title,
+                        INTERNAL_ERROR.detail,
+                    )
 
     def _inbound(self, scope: Scope) -> str | None:
         """The caller's id, when it sent exactly one valid one."""

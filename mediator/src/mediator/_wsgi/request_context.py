@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import inspect
+import logging
+import sys
 import uuid
 from collections.abc import Callable, Iterable
 from contextlib import ExitStack
 from typing import Any, Final, cast
 
+from mediator._asgi._stack_order import STACK_SCOPE_KEY
 from mediator._asgi.inbound import (
     checked_principal,
     checked_trusted,
@@ -15,6 +18,7 @@ from mediator._asgi.inbound import (
     is_async,
     trusts,
 )
+from mediator._asgi.problems import INTERNAL_ERROR, log_unhandled
 from mediator._asgi.types import PRINCIPAL_SCOPE_KEY, check_header_name
 from mediator._context import Principal, acting_as, correlation_id
 from mediator._wsgi.in_context import serve_in_context
@@ -26,6 +30,7 @@ from mediator._wsgi.types import (
     enter_stack,
     environ_key,
     header_bytes,
+    problem_response,
 )
 
 __all__ = [
@@ -44,6 +49,7 @@ TrustedCaller = Callable[[WSGIEnvironment], bool]
 """Whether the caller's own headers are believed, told from its WSGI environ."""
 
 _WHERE: Final = "the WSGI environ"
+_logger = logging.getLogger("mediator.wsgi")
 
 
 class RequestContextMiddleware:
@@ -62,7 +68,16 @@ class RequestContextMiddleware:
       header itself;
     - the principal (`acting_as`) is what `principal` returns for the
       request's environ, when `principal` is given: None for an anonymous
-      caller. It is also left in the environ (under ``"mediator.principal"``).
+      caller. It is also left in the environ (under ``"mediator.principal"``);
+    - an exception the app's call raises (a bug: nothing inside answered it;
+      Flask and Django answer their own 500, which carries the id), when
+      this is the outermost of the web middlewares, is
+      answered with an ``application/problem+json`` 500 that carries the id
+      too, and never the error's text, and logged once, with its traceback,
+      method, path and id, on the ``mediator.wsgi`` logger at ``ERROR``; it
+      is not raised on, so the server logs nothing more. An error raised
+      while the server reads the body is the server's, as the answer may be
+      half sent.
 
     Both are reset when the server closes the body. Put this middleware
     outermost: `http_resilience.wsgi.ResilienceContextMiddleware` and the
@@ -144,15 +159,20 @@ class RequestContextMiddleware:
     ) -> Iterable[bytes]:
         """Run the app, and read its body, with the correlation id and principal set."""
         enter_stack(environ, "RequestContextMiddleware")
+        # Only the outermost web middleware answers a bug (see the ASGI twin).
+        outermost = environ.get(STACK_SCOPE_KEY) == ["RequestContextMiddleware"]
         chosen = self._inbound(environ) if trusts(self.trusted, environ) else None
         if chosen is None:
             chosen = str(uuid.uuid4())
         lowered = self._lowered.decode("ascii")
         echoed = (self.correlation_header, chosen)
+        started = False
 
         def echoing(
             status: str, headers: list[tuple[str, str]], exc_info: Any = None
         ) -> Callable[[bytes], object]:
+            nonlocal started
+            started = True
             if all(name.lower() != lowered for name, _ in headers):
                 headers = [*headers, echoed]
             if exc_info is None:
@@ -165,7 +185,27 @@ class RequestContextMiddleware:
                 principal = _principal_of(self.principal, environ)
                 environ[PRINCIPAL_SCOPE_KEY] = principal
                 stack.enter_context(acting_as(principal))
-            return self.app(environ, cast("StartResponse", echoing))
+            try:
+                return self.app(environ, cast("StartResponse", echoing))
+            except Exception as error:
+                if not outermost:
+                    raise
+                # A bug: answered here, so that its 500 carries the id too (the
+                # server's own would not), and logged here, once. An answer
+                # begun is replaced through exc_info (the server re-raises the
+                # error when it already sent it).
+                status, headers, body = problem_response(
+                    INTERNAL_ERROR.status, INTERNAL_ERROR.title, INTERNAL_ERROR.detail
+                )
+                echoing(status, headers, sys.exc_info() if started else None)
+                log_unhandled(
+                    _logger,
+                    error,
+                    environ.get("REQUEST_METHOD"),
+                    environ.get("PATH_INFO"),
+                    chosen,
+                )
+                return [body]
 
         return serve_in_context(start)
 
