@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any, Final, NoReturn
 
 import httpx
 from fastapi import Depends, FastAPI, Request
@@ -156,11 +156,18 @@ def create_app(settings: Settings) -> FastAPI:
     # Ready while no dependency refuses calls (an open or isolated breaker).
     app.router.routes.append(Route("/health/ready", readiness(clients)))
 
-    @app.post("/orders", status_code=201)
+    # The OpenAPI says what the middlewares answer too (the key the route
+    # needs, their problem+json), so schema-driven tools hold it to that.
+    @app.post(
+        "/orders",
+        status_code=201,
+        responses=KEYED_ANSWERS,
+        openapi_extra={"parameters": [IDEMPOTENCY_KEY]},
+    )
     async def place_order(order: PlaceOrder, mediator: MediatorOf) -> OrderView:
         return await mediator.send(order)
 
-    @app.get("/orders/{order_id}")
+    @app.get("/orders/{order_id}", responses=ANSWERS)
     async def get_order(order_id: str, mediator: MediatorOf) -> OrderView:
         return await mediator.send(Order(order_id=order_id))
 
@@ -184,6 +191,87 @@ def create_app(settings: Settings) -> FastAPI:
     app.add_middleware(ResilienceContextMiddleware)
     app.add_middleware(RequestContextMiddleware, principal=demo_principal)
     return app
+
+
+_PROBLEM_SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "required": ["type", "title", "status", "detail"],
+    "properties": {
+        "type": {"type": "string"},
+        "title": {"type": "string"},
+        "status": {"type": "integer"},
+        "detail": {"type": "string"},
+        "errors": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["field", "message"],
+                "properties": {
+                    "field": {"type": ["string", "null"]},
+                    "message": {"type": "string"},
+                },
+            },
+        },
+    },
+}
+_RETRY_AFTER: Final[dict[str, Any]] = {
+    "Retry-After": {
+        "description": "Whole seconds to wait before sending it again.",
+        "schema": {"type": "integer", "minimum": 0},
+    }
+}
+
+
+def _problem(description: str, **headers: dict[str, Any]) -> dict[str, Any]:
+    """One problem+json answer of the middlewares, for FastAPI's ``responses=``."""
+    answer: dict[str, Any] = {
+        "description": description,
+        "content": {"application/problem+json": {"schema": _PROBLEM_SCHEMA}},
+    }
+    if headers:
+        answer["headers"] = headers
+    return answer
+
+
+ANSWERS: Final[dict[int | str, dict[str, Any]]] = {
+    404: _problem("Not found (DomainErrorMiddleware)."),
+    422: _problem("Invalid request, or a business rule it breaks."),
+    429: _problem("A dependency's rate limit.", **_RETRY_AFTER),
+    500: _problem("A bug: the answer says nothing of it."),
+    502: _problem("A dependency answered wrongly."),
+    503: _problem("Busy, or a dependency is down.", **_RETRY_AFTER),
+    504: _problem("The request's deadline passed."),
+}
+"""The answers any route of the service may give, besides its own."""
+
+KEYED_ANSWERS: Final[dict[int | str, dict[str, Any]]] = {
+    **ANSWERS,
+    400: _problem("No Idempotency-Key, or a malformed one."),
+    401: _problem(
+        "No caller: a keyed request needs one.",
+        **{"WWW-Authenticate": {"schema": {"type": "string"}}},
+    ),
+    409: _problem(
+        "The key's first request is still running, or the order exists.",
+        **_RETRY_AFTER,
+    ),
+    413: _problem("A body too large to keep under a key."),
+    422: _problem(
+        "Invalid request, a business rule it breaks, or the key used with "
+        "another request."
+    ),
+}
+"""The answers of a route `IdempotencyKeyMiddleware` requires a key for."""
+
+IDEMPOTENCY_KEY: Final[dict[str, Any]] = {
+    "name": "Idempotency-Key",
+    "in": "header",
+    "required": True,
+    "description": "The caller's key of this order: the same key again is "
+    "answered with the first answer, marked Idempotent-Replayed.",
+    "schema": {"type": "string", "pattern": "^[!-~]{1,255}$"},
+}
+"""The header `IdempotencyKeyMiddleware` requires, as an OpenAPI parameter."""
 
 
 def mediator_of(request: Request) -> Mediator:
