@@ -1,8 +1,11 @@
 """`Clock`, `SystemClock` and `FakeClock`: where the package reads time and sleeps.
 
 Everything else takes a `Clock`, so a test drives time with `FakeClock` instead
-of waiting. The packages may not import each other, so each keeps a copy of
-this module, written by tools/copy_primitives.py from tools/primitives/clock.py.
+of waiting. Sleeping runs on asyncio, and on any other async library (trio)
+through anyio, imported only then: httpx depends on it, and a package without
+it runs on asyncio alone. The packages may not import each other, so each
+keeps a copy of this module, written by tools/copy_primitives.py from
+tools/primitives/clock.py.
 """
 
 from __future__ import annotations
@@ -38,15 +41,26 @@ class Clock(Protocol):
 
 
 class SystemClock:
-    """The real clock: `time.monotonic`, `asyncio.sleep` and `time.sleep`."""
+    """The real clock: `time.monotonic`, `asyncio.sleep` and `time.sleep`.
+
+    On an async library other than asyncio (trio), `sleep` is `anyio.sleep`.
+    """
 
     def monotonic(self) -> float:
         """Seconds from `time.monotonic`."""
         return time.monotonic()
 
     async def sleep(self, seconds: float) -> None:
-        """Sleep with `asyncio.sleep`; a zero delay still yields to the loop."""
-        await asyncio.sleep(seconds)
+        """Sleep with `asyncio.sleep`; a zero delay still yields to the loop.
+
+        On another async library (trio), with `anyio.sleep`.
+        """
+        if _on_asyncio():
+            await asyncio.sleep(seconds)
+        else:
+            import anyio  # only off asyncio: see the module
+
+            await anyio.sleep(seconds)
 
     def sleep_sync(self, seconds: float) -> None:
         """Sleep with `time.sleep`."""
@@ -58,7 +72,20 @@ class SystemClock:
 
 async def checkpoint() -> None:
     """Yield to the event loop once, so a pending cancellation is delivered."""
-    await asyncio.sleep(0)
+    if _on_asyncio():
+        await asyncio.sleep(0)
+    else:
+        import anyio.lowlevel  # only off asyncio: see the module
+
+        await anyio.lowlevel.checkpoint()
+
+
+def _on_asyncio() -> bool:
+    """Whether asyncio runs the current task (trio, even as a guest, does not)."""
+    try:
+        return asyncio.current_task() is not None
+    except RuntimeError:  # no asyncio loop in this thread
+        return False
 
 
 class FakeClock:

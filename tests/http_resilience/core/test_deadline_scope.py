@@ -59,6 +59,7 @@ def test_scopes_nest_and_the_earliest_deadline_wins() -> None:
         assert remaining_time() == 3.0
 
 
+@pytest.mark.asyncio_only("the test itself uses asyncio.create_task")
 async def test_a_task_started_inside_a_scope_keeps_it() -> None:
     clock = FakeClock()
 

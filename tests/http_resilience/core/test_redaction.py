@@ -83,6 +83,7 @@ def options(**values: object) -> HttpResilienceOptions:
     return HttpResilienceOptions.model_validate({"base_delay": 0, **values})
 
 
+@pytest.mark.asyncio_only("the test itself uses asyncio.Event, asyncio.create_task")
 async def test_no_secret_leaks_from_any_failure_scenario(
     caplog: pytest.LogCaptureFixture, refused_port: int
 ) -> None:

@@ -301,6 +301,7 @@ async def serve_raw_status(status: int) -> tuple[asyncio.Server, str]:
     return server, f"http://127.0.0.1:{port}"
 
 
+@pytest.mark.asyncio_only("its helpers use asyncio.Server, asyncio.StreamReader")
 async def test_a_status_above_599_from_a_real_server_is_a_protocol_error() -> None:
     server, url = await serve_raw_status(600)
     events, counting = Events(), Counting(httpx.AsyncHTTPTransport())

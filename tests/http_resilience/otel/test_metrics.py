@@ -244,6 +244,7 @@ def test_an_unknown_method_is_counted_as_other() -> None:
         )
 
 
+@pytest.mark.asyncio_only("the test itself uses asyncio.CancelledError, asyncio.Event")
 async def test_a_cancelled_call_is_counted_as_cancelled(otel: Recorded) -> None:
     started = asyncio.Event()
 

@@ -108,6 +108,7 @@ async def test_each_rejection_is_a_fresh_exception_whose_traceback_does_not_grow
     assert raised[-1].retry_after == pytest.approx(2.5)
 
 
+@pytest.mark.asyncio_only("the test itself uses asyncio.Event, asyncio.Task")
 async def test_two_hundred_concurrent_callers_let_exactly_one_probe_through() -> None:
     clock = FakeClock()
     release, probing = asyncio.Event(), asyncio.Event()
@@ -247,6 +248,7 @@ async def test_an_open_breaker_survives_a_flood_of_other_hosts() -> None:
 # --- the limiter ----------------------------------------------------------------------
 
 
+@pytest.mark.asyncio_only("the test itself uses asyncio.Event, asyncio.create_task")
 async def test_the_limiter_refuses_beyond_its_permits_and_queue() -> None:
     clock, events = FakeClock(), Events()
     release, both_in = asyncio.Event(), asyncio.Event()
@@ -274,6 +276,7 @@ async def test_the_limiter_refuses_beyond_its_permits_and_queue() -> None:
     assert events.of(RejectionEvent)[0].reason == "concurrency_limit"
 
 
+@pytest.mark.asyncio_only("the test itself uses asyncio.Event, asyncio.create_task")
 async def test_a_limiter_refusal_is_not_retried_nor_held_against_the_host() -> None:
     # One failure in the window would open this breaker: refusals are none.
     clock = FakeClock()

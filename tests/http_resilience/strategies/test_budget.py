@@ -339,6 +339,7 @@ async def test_hedged_copies_are_charged_as_retries() -> None:
     assert [event.reason for event in events.of(RejectionEvent)] == ["retry_budget"]
 
 
+@pytest.mark.asyncio_only("the test itself uses asyncio.ensure_future")
 async def test_hedging_goes_on_with_the_copies_in_flight_when_the_budget_refuses() -> (
     None
 ):

@@ -173,6 +173,7 @@ def test_self_caused_errors_are_never_retried_whatever_the_predicate_says() -> N
     assert (server.hits, asked) == (1, [])
 
 
+@pytest.mark.asyncio_only("the test itself uses asyncio.CancelledError, asyncio.Event")
 async def test_a_cancellation_is_never_classified() -> None:
     asked: list[Outcome] = []
 

@@ -99,6 +99,7 @@ def limiter_pipeline() -> ResiliencePipeline:
     )
 
 
+@pytest.mark.asyncio_only("the test itself uses asyncio.create_task")
 async def test_a_probe_is_not_cancelled_by_its_own_refused_hedges() -> None:
     clock, host, events = FakeClock(), Host(), Events()
     resilient = transport(host, breaker_pipeline(), clock, events)
@@ -133,6 +134,7 @@ async def test_a_copy_refused_with_nothing_in_flight_still_ends_the_call() -> No
     assert clock.sleeps == []  # refused at once: no hedge was waited for
 
 
+@pytest.mark.asyncio_only("the test itself uses asyncio.create_task")
 async def test_a_hedge_refused_by_a_full_limiter_leaves_the_first_copy_to_answer() -> (
     None
 ):
@@ -147,6 +149,7 @@ async def test_a_hedge_refused_by_a_full_limiter_leaves_the_first_copy_to_answer
     assert (host.arrived, host.cancelled) == (1, 0)
 
 
+@pytest.mark.asyncio_only("the test itself uses asyncio.create_task")
 async def test_a_copy_in_flight_that_fails_after_a_refusal_decides_the_call() -> None:
     clock, host, events = FakeClock(), Host(), Events()
     host.failing = False

@@ -84,6 +84,7 @@ def test_the_counts_never_leave_their_bounds(
 pytestmark = pytest.mark.anyio
 
 
+@pytest.mark.asyncio_only("the test itself uses asyncio.create_task, asyncio.gather")
 async def test_queued_coroutines_get_permits_in_order() -> None:
     limiter = AsyncConcurrencyLimiter(permits=1, queue_limit=3)
     assert limiter.try_enter() is GRANTED
@@ -104,6 +105,9 @@ async def test_queued_coroutines_get_permits_in_order() -> None:
     assert limiter.in_use == 0
 
 
+@pytest.mark.asyncio_only(
+    "the test itself uses asyncio.CancelledError, asyncio.create_task"
+)
 async def test_a_waiter_cancelled_before_its_turn_gives_up_its_place() -> None:
     limiter = AsyncConcurrencyLimiter(permits=1, queue_limit=1)
     limiter.try_enter()
@@ -121,6 +125,9 @@ async def test_a_waiter_cancelled_before_its_turn_gives_up_its_place() -> None:
     assert limiter.in_use == 1
 
 
+@pytest.mark.asyncio_only(
+    "the test itself uses asyncio.CancelledError, asyncio.create_task"
+)
 async def test_a_waiter_cancelled_as_its_permit_arrives_passes_it_on() -> None:
     limiter = AsyncConcurrencyLimiter(permits=1, queue_limit=2)
     limiter.try_enter()
@@ -137,6 +144,9 @@ async def test_a_waiter_cancelled_as_its_permit_arrives_passes_it_on() -> None:
     assert limiter.in_use == 1
 
 
+@pytest.mark.asyncio_only(
+    "the test itself uses asyncio.CancelledError, asyncio.create_task"
+)
 async def test_a_cancelled_waiter_at_the_front_is_skipped() -> None:
     limiter = AsyncConcurrencyLimiter(permits=1, queue_limit=2)
     limiter.try_enter()

@@ -158,6 +158,7 @@ def test_each_host_has_its_own_bucket_unless_shared() -> None:
         get(shared, "http://b.example/")
 
 
+@pytest.mark.asyncio_only("the test itself uses asyncio.CancelledError, asyncio.Event")
 async def test_a_cancelled_wait_gives_its_permit_back() -> None:
     clock, server = FakeClock(), script(200)
     pipeline = ResiliencePipeline().add_rate_limiter(

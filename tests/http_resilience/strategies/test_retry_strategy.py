@@ -316,6 +316,7 @@ async def test_every_attempt_is_a_fresh_request_and_the_callers_is_untouched() -
     assert list(request.headers.items()) == [("host", "api.example"), ("x-trace", "t")]
 
 
+@pytest.mark.asyncio_only("the test itself uses asyncio.Event, asyncio.create_task")
 async def test_one_request_object_sent_twice_at_once_is_not_taken_for_a_layer() -> None:
     release = asyncio.Event()
     seen: list[dict[str, object]] = []

@@ -156,6 +156,7 @@ def test_a_timer_that_fires_early_waits_for_the_deadline() -> None:
 pytestmark = pytest.mark.anyio
 
 
+@pytest.mark.asyncio_only("the test itself uses asyncio.run, asyncio.to_thread")
 async def test_one_transport_serves_several_event_loops_in_turn() -> None:
     server = script(200)
     transport = async_transport(server, FakeClock())

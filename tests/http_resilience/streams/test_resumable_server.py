@@ -124,6 +124,7 @@ def assert_resumed(server: Running, path: str) -> None:
     assert requests[1]["accept-encoding"] == "identity"
 
 
+@pytest.mark.asyncio_only("counts under a fixed key of the session's one server")
 async def test_a_download_cut_half_way_resumes_with_range(server: Running) -> None:
     digest = hashlib.sha256()
     size = 0
@@ -143,6 +144,7 @@ def test_the_sync_twin_resumes_a_download_cut_half_way(server: Running) -> None:
     assert_resumed(server, "/ranged/sync")
 
 
+@pytest.mark.asyncio_only("counts under a fixed key of the session's one server")
 async def test_a_server_ignoring_range_reraises_the_break(server: Running) -> None:
     received = bytearray()
     async with httpx.AsyncClient(base_url=server.url) as client:
@@ -154,6 +156,7 @@ async def test_a_server_ignoring_range_reraises_the_break(server: Running) -> No
     assert len(server.app.seen["/plain/rethrow"]) == 2
 
 
+@pytest.mark.asyncio_only("counts under a fixed key of the session's one server")
 async def test_a_server_ignoring_range_restarts_under_restart_from_start(
     server: Running,
 ) -> None:

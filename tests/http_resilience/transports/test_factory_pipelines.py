@@ -66,6 +66,7 @@ def test_the_factory_is_public_without_the_injector_extra() -> None:
     assert http_resilience.HttpClientFactory is injector.HttpClientFactory
 
 
+@pytest.mark.asyncio_only("its helpers use asyncio.Event, asyncio.run")
 async def test_a_named_client_runs_its_own_pipeline_and_stamps_every_hedge() -> None:
     server = FirstHangs()
     seen: list[HttpEvent] = []
@@ -89,6 +90,7 @@ async def test_a_named_client_runs_its_own_pipeline_and_stamps_every_hedge() -> 
     assert server.ids() == ["order-42", "order-42"]
 
 
+@pytest.mark.asyncio_only("its helpers use asyncio.Event, asyncio.run")
 async def test_a_hedged_call_without_an_id_gives_every_copy_the_same_new_one() -> None:
     server = FirstHangs()
     factory = HttpClientFactory(clock=FakeClock()).add(
@@ -270,6 +272,7 @@ def server() -> Iterator[Running]:
         yield Running(url, app)
 
 
+@pytest.mark.asyncio_only("counts under a fixed key of the session's one server")
 async def test_every_hedged_copy_sent_over_loopback_carries_the_id(
     server: Running,
 ) -> None:

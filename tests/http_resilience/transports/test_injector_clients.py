@@ -331,6 +331,7 @@ async def test_the_id_set_around_the_call_is_used() -> None:
     assert current_correlation_id() is None
 
 
+@pytest.mark.asyncio_only("the test itself uses asyncio.create_task")
 async def test_correlation_blocks_nest_and_follow_into_tasks() -> None:
     server = Server()
     factory = factory_with(

@@ -16,15 +16,15 @@ current deadline) without rebuilding the request.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import math
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Any, Final, Literal, Protocol, cast
+from typing import Final, Literal, Protocol, cast
 
 import httpx
 
+from http_resilience._core.backend import current_task
 from http_resilience._core.classify import InvalidStatusError
 from http_resilience._core.errors import AttemptStalledError, ResponseTooLargeError
 from http_resilience._core.hosts import host_key
@@ -101,7 +101,8 @@ class Call:
         phase_timeout: When set, each attempt's httpx phase timeouts (connect,
             read, write, pool), in seconds: the pipeline owns time.
         owner: The task the call runs in, once a strategy has looked it up
-            (async only); `AsyncSend` marks attempts with it.
+            (async only; an `asyncio.Task`, or anyio's `TaskInfo` on trio:
+            `current_task`); `AsyncSend` marks attempts with it.
         budget: The retry budget the retries and hedged copies of this call
             spend from, set by a retry budget around them; None: no budget.
         tell_attempt: Whether attempts after the first carry their number
@@ -142,7 +143,7 @@ class Call:
         self.phase_timeout: float | None = None
         self.pool_timeout: float | None = None
         self.pool_wait: PoolWait | None = None
-        self.owner: asyncio.Task[Any] | None = None
+        self.owner: object = None
         self.budget: Budget | None = None
         self.tell_attempt = False
 
@@ -227,7 +228,7 @@ class AsyncSend:
         """Send one attempt through the async transport."""
         owner = call.owner
         if owner is None:
-            owner = call.owner = asyncio.current_task()
+            owner = call.owner = current_task()
         watched = self._sweep is not None
         attempt = _attempt(request, owner, call, watched)
         if self._stamp is not None:
@@ -253,10 +254,14 @@ class AsyncSend:
                 response.stream = _Watched(response.stream, call.phase_timeout, request)
         else:
             # The body, read inside the attempt: under its deadline, and a
-            # broken one is a failed attempt the retry sees.
-            response.stream = _Bounded(response.stream, self._buffer, request)
+            # broken one is a failed attempt the retry sees. Its raw bytes
+            # are served again from memory: the response is as httpx's
+            # transports leave it (unread, open) for the client to read.
+            body = _Bounded(response.stream, self._buffer, request)
             try:
-                await response.aread()
+                raw = b"".join([chunk async for chunk in body])
+                await body.aclose()
+                response.stream = httpx.ByteStream(raw)
             except BaseException:
                 await close_quietly(response)
                 if self._sweep is not None:
@@ -312,9 +317,11 @@ class SyncSend:
             if call.phase_timeout is not None:
                 response.stream = _Watched(response.stream, call.phase_timeout, request)
         else:
-            response.stream = _Bounded(response.stream, self._buffer, request)
+            body = _Bounded(response.stream, self._buffer, request)
             try:
-                response.read()
+                raw = b"".join(body)
+                body.close()
+                response.stream = httpx.ByteStream(raw)
             except BaseException:
                 close_quietly_sync(response)
                 if self._sweep is not None:
@@ -331,25 +338,29 @@ class _Watched(httpx.AsyncByteStream, httpx.SyncByteStream):
     read timeout, which this names for what it is.
     """
 
-    __slots__ = ("_inner", "_request", "_seconds")
+    __slots__ = ("_inner", "_reads", "_request", "_seconds")
 
     def __init__(self, inner: object, seconds: float, request: httpx.Request) -> None:
         self._inner = inner
         self._seconds = seconds
         self._request = request
+        self._reads: _WatchedReads | None = None
 
     def _stalled(self) -> AttemptStalledError:
         return AttemptStalledError(
             f"{self._request.method} {host_key(self._request.url)}: "
-            f"the response body stopped arriving for {self._seconds:g} s"
+            f"the response body stopped arriving for {self._seconds:g} s",
+            request=self._request,
         )
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        try:
-            async for chunk in cast("httpx.AsyncByteStream", self._inner):
-                yield chunk
-        except httpx.ReadTimeout as exc:
-            raise self._stalled() from exc
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        # An iterator, not an async generator: a body closed half-way leaves
+        # no generator of ours to the garbage collector (trio warns of one),
+        # and closing it closes the inner one it reads.
+        reads = self._reads = _WatchedReads(
+            cast("httpx.AsyncByteStream", self._inner).__aiter__(), self._stalled
+        )
+        return reads
 
     def __iter__(self) -> Iterator[bytes]:
         try:
@@ -358,10 +369,42 @@ class _Watched(httpx.AsyncByteStream, httpx.SyncByteStream):
             raise self._stalled() from exc
 
     async def aclose(self) -> None:
+        reads, self._reads = self._reads, None
+        if reads is not None:
+            await reads.aclose()
         await cast("httpx.AsyncByteStream", self._inner).aclose()
 
     def close(self) -> None:
         cast("httpx.SyncByteStream", self._inner).close()
+
+
+class _WatchedReads:
+    """The reads of a `_Watched` body: a read timeout becomes a stall."""
+
+    __slots__ = ("_reads", "_stalled")
+
+    def __init__(
+        self,
+        reads: AsyncIterator[bytes],
+        stalled: Callable[[], AttemptStalledError],
+    ) -> None:
+        self._reads = reads
+        self._stalled = stalled
+
+    def __aiter__(self) -> _WatchedReads:
+        return self
+
+    async def __anext__(self) -> bytes:
+        try:
+            return await self._reads.__anext__()
+        except httpx.ReadTimeout as exc:
+            raise self._stalled() from exc
+
+    async def aclose(self) -> None:
+        """Close the inner reads, when they are a generator left half-way."""
+        close = getattr(self._reads, "aclose", None)
+        if close is not None:
+            await close()
 
 
 class _Bounded(httpx.AsyncByteStream, httpx.SyncByteStream):

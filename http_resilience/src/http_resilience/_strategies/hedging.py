@@ -10,17 +10,26 @@ responses closed before the winner is returned.
 The delay is spent on the pipeline's clock. Before arming it the strategy
 gives a fresh attempt one turn of the event loop, so an attempt that answers
 at once (a cache, a `MockTransport`) never starts a timer.
+
+On asyncio the attempts and the timer are asyncio tasks; on trio (any library
+but asyncio: `asyncio_loop`) they run in an anyio task group, each in a cancel
+scope of its own (`_GroupTasks`), which the call leaves only once they ended.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Callable, Coroutine, Iterable
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Generic, Protocol, TypeVar, cast
 
+import anyio
+import anyio.lowlevel
 import httpx
 from pydantic import BaseModel, Field
 
+from http_resilience._core.backend import asyncio_loop
 from http_resilience._core.builder import BuildContext, Placement
 from http_resilience._core.classify import (
     FAILURE_EXCEPTIONS,
@@ -33,11 +42,15 @@ from http_resilience._core.classify import (
 )
 from http_resilience._core.clock import Clock, checkpoint
 from http_resilience._core.durations import Duration, DurationInput
+from http_resilience._core.errors import TotalTimeoutError
 from http_resilience._core.fields import FROZEN, Count
 from http_resilience._core.nested import RETRY_EXHAUSTED_HEADER
 from http_resilience._core.pipeline import AsyncHandler, Call, close_quietly
 from http_resilience._core.telemetry import Telemetry
 from http_resilience._strategies.budget import charged
+
+if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
 
 __all__ = [
     "DEFAULT_HEDGING_DELAY",
@@ -128,11 +141,29 @@ class HedgingStrategy:
         return await self._hedge(request, call)
 
     async def _hedge(self, request: httpx.Request, call: Call) -> httpx.Response:
-        loop = asyncio.get_running_loop()
+        loop = asyncio_loop()
+        if loop is not None:
+            return await self._race(request, call, _AsyncioTasks(loop))
+        outcome: httpx.Response | Exception | None = None
+        async with anyio.create_task_group() as group:
+            try:
+                outcome = await self._race(request, call, _GroupTasks(group))
+            except Exception as exc:
+                # Raised outside the group: inside, it would come out of the
+                # group wrapped in an exception group.
+                outcome = exc
+        if isinstance(outcome, Exception):
+            raise outcome
+        assert outcome is not None  # the group raises, or the race ended
+        return outcome
+
+    async def _race(
+        self, request: httpx.Request, call: Call, tasks: _Tasks
+    ) -> httpx.Response:
         clock = self._clock
         started = clock.monotonic()
-        running: dict[asyncio.Task[httpx.Response], int] = {}
-        timer: asyncio.Task[None] | None = None
+        running: dict[_Task[httpx.Response], int] = {}
+        timer: _Task[None] | None = None
         last: httpx.Response | Exception | None = None
         sent = 0
         fresh = False
@@ -152,7 +183,7 @@ class HedgingStrategy:
             if reason is not None:
                 after = clock.monotonic() - started
                 self._telemetry.hedge(call.method, call.host, sent, after, reason)
-            task = loop.create_task(self._attempt(request, call.fork(sent)))
+            task = tasks.spawn(self._attempt, request, call.fork(sent))
             running[task] = sent
             fresh = True
 
@@ -163,7 +194,7 @@ class HedgingStrategy:
                     fresh = False
                     # The new attempt's first turn: one that answers at once
                     # is seen before any timer is armed.
-                    await checkpoint()
+                    await tasks.first_turn()
                 finished = sorted(
                     (task for task in running if task.done()), key=running.__getitem__
                 )
@@ -187,7 +218,9 @@ class HedgingStrategy:
                         # The client's own fault, or a status no HTTP server
                         # sends: a copy would fail the same.
                         raise outcome
-                    elif isinstance(outcome, FAILURE_EXCEPTIONS):
+                    elif isinstance(outcome, FAILURE_EXCEPTIONS) and not isinstance(
+                        outcome, TotalTimeoutError
+                    ):
                         reason = type(outcome).__name__
                     elif isinstance(outcome, REFUSALS):
                         if number > 1 and call.budget is not None:
@@ -225,13 +258,13 @@ class HedgingStrategy:
                 if fresh:
                     continue
                 if timer is None and sent < limit:
-                    timer = loop.create_task(clock.sleep(self._delay))
-                waiting: list[asyncio.Future[Any]] = [*running]
+                    timer = tasks.spawn(clock.sleep, self._delay)
+                waiting: list[_Task[Any]] = [*running]
                 if timer is not None:
                     waiting.append(timer)
-                await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+                await tasks.wait_any(waiting)
         finally:
-            await _end(running, timer, last)
+            await _end(tasks, running, timer, last)
 
     async def _attempt(self, request: httpx.Request, call: Call) -> httpx.Response:
         telemetry = self._telemetry
@@ -262,27 +295,185 @@ class HedgingStrategy:
 
 
 async def _end(
-    running: dict[asyncio.Task[httpx.Response], int],
-    timer: asyncio.Task[None] | None,
+    tasks: _Tasks,
+    running: dict[_Task[httpx.Response], int],
+    timer: _Task[None] | None,
     last: httpx.Response | Exception | None,
 ) -> None:
     """Cancel the losers and the timer, wait for them, close what they answered."""
-    tasks: list[asyncio.Task[Any]] = [*running]
+    ending: list[_Task[Any]] = [*running]
     if timer is not None:
-        tasks.append(timer)
-    for task in tasks:
+        ending.append(timer)
+    for task in ending:
         task.cancel()
-    if tasks:
-        # The losers' clean-up (a connection closed, an inner timeout's
-        # bookkeeping) is done before the call returns.
-        await asyncio.wait(tasks)
-    for task in running:
-        if task.cancelled():
-            continue
-        if task.exception() is None:  # answered before it could be cancelled
-            await close_quietly(task.result())
-    if isinstance(last, httpx.Response):
-        await close_quietly(last)
+    with tasks.ending():
+        if ending:
+            # The losers' clean-up (a connection closed, an inner timeout's
+            # bookkeeping) is done before the call returns.
+            await tasks.wait_all(ending)
+        for task in running:
+            if task.cancelled():
+                continue
+            if task.exception() is None:  # answered before it could be cancelled
+                await close_quietly(task.result())
+        if isinstance(last, httpx.Response):
+            await close_quietly(last)
+
+
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+
+
+class _Task(Protocol[T_co]):
+    """What the race reads of an attempt or the timer: an `asyncio.Task`'s part."""
+
+    def done(self) -> bool: ...
+    def cancelled(self) -> bool: ...
+    def result(self) -> T_co: ...
+    def exception(self) -> BaseException | None: ...
+    def cancel(self) -> object: ...
+
+
+class _Tasks(Protocol):
+    """Where the race runs its attempts and its timer: asyncio, or an anyio group."""
+
+    def spawn(self, run: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> _Task[T]:
+        """Start `run(*args)` beside the caller."""
+        ...
+
+    async def first_turn(self) -> None:
+        """Wait until the task spawned last has run once (up to its first wait)."""
+        ...
+
+    async def wait_any(self, tasks: Iterable[_Task[Any]]) -> None:
+        """Wait until one of `tasks` is done (at once if one is)."""
+        ...
+
+    async def wait_all(self, tasks: Iterable[_Task[Any]]) -> None:
+        """Wait until all of `tasks` are done."""
+        ...
+
+    def ending(self) -> contextlib.AbstractContextManager[object]:
+        """Where the clean-up runs: shielded off asyncio, from a cancel again."""
+        ...
+
+
+class _AsyncioTasks:
+    """`_Tasks` on asyncio: tasks of the running loop."""
+
+    __slots__ = ("_loop",)
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+
+    def spawn(self, run: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> _Task[T]:
+        return self._loop.create_task(run(*args))
+
+    async def first_turn(self) -> None:
+        # The loop runs the new task before the caller comes back.
+        await checkpoint()
+
+    async def wait_any(self, tasks: Iterable[_Task[Any]]) -> None:
+        waiting = cast("list[asyncio.Task[Any]]", [*tasks])
+        await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+
+    async def wait_all(self, tasks: Iterable[_Task[Any]]) -> None:
+        waiting = cast("list[asyncio.Task[Any]]", [*tasks])
+        await asyncio.wait(waiting)
+
+    def ending(self) -> contextlib.AbstractContextManager[object]:
+        # A cancel is delivered once on asyncio: the clean-up runs as it is.
+        return contextlib.nullcontext()
+
+
+class _GroupTask(Generic[T]):
+    """One attempt (or the timer) in an anyio task group, in a scope of its own."""
+
+    __slots__ = ("_done", "_error", "_result", "_scope", "_tasks", "began")
+
+    def __init__(self, tasks: _GroupTasks) -> None:
+        self._tasks = tasks
+        self._scope = anyio.CancelScope()
+        self.began = False
+        self._done = False
+        self._result: T | None = None
+        self._error: Exception | None = None
+
+    async def run(self, run: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> None:
+        self.began = True
+        try:
+            with self._scope:
+                try:
+                    self._result = await run(*args)
+                except Exception as exc:
+                    self._error = exc
+        finally:
+            self._done = True
+            self._tasks.wake()
+
+    def done(self) -> bool:
+        return self._done
+
+    def cancelled(self) -> bool:
+        return self._done and self._scope.cancelled_caught
+
+    def result(self) -> T:
+        if self._error is not None:
+            raise self._error
+        return self._result  # type: ignore[return-value]
+
+    def exception(self) -> BaseException | None:
+        return self._error
+
+    def cancel(self) -> object:
+        self._scope.cancel()
+        return not self._done
+
+
+class _GroupTasks:
+    """`_Tasks` off asyncio (trio): an anyio task group the race runs inside."""
+
+    __slots__ = ("_group", "_last", "_woken")
+
+    def __init__(self, group: TaskGroup) -> None:
+        self._group = group
+        self._woken = anyio.Event()
+        self._last: _GroupTask[Any] | None = None
+
+    def spawn(self, run: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> _Task[T]:
+        task: _GroupTask[T] = _GroupTask(self)
+        self._group.start_soon(task.run, run, *args)
+        self._last = task
+        return task
+
+    async def first_turn(self) -> None:
+        # Trio runs the tasks ready at once in either order: the caller comes
+        # back until the new task has begun, its first step then over.
+        last = self._last
+        await anyio.lowlevel.checkpoint()
+        while last is not None and not last.began:
+            await anyio.lowlevel.checkpoint()
+
+    def wake(self) -> None:
+        """A task ended: the race waiting in `wait_any` looks again."""
+        self._woken.set()
+
+    async def wait_any(self, tasks: Iterable[_Task[Any]]) -> None:
+        waiting = [*tasks]
+        while not any(task.done() for task in waiting):
+            self._woken = anyio.Event()
+            await self._woken.wait()
+
+    async def wait_all(self, tasks: Iterable[_Task[Any]]) -> None:
+        waiting = [*tasks]
+        while not all(task.done() for task in waiting):
+            self._woken = anyio.Event()
+            await self._woken.wait()
+
+    def ending(self) -> contextlib.AbstractContextManager[object]:
+        # Trio delivers a cancel at every checkpoint: the losers are waited
+        # for and their answers closed, shielded, once they were cancelled.
+        return anyio.CancelScope(shield=True)
 
 
 DEFAULT_HEDGING_DELAY: Final = timedelta(seconds=2)

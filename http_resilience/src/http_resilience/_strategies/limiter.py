@@ -2,7 +2,8 @@
 
 `ConcurrencyLimit` is the decision (counts, no waiting); `AsyncConcurrencyLimiter`
 and `ConcurrencyLimiter` are the two drivers that make a queued caller wait.
-Permits are handed to waiters first come, first served.
+Permits are handed to waiters first come, first served. A queued coroutine
+waits on an asyncio future, or on trio for an anyio event (`_Handoff`).
 """
 
 from __future__ import annotations
@@ -18,12 +19,14 @@ from typing import (
     TypeAlias,
 )
 
+import anyio
 import httpx
 from pydantic import (
     BaseModel,
     Field,
 )
 
+from http_resilience._core.backend import asyncio_loop
 from http_resilience._core.builder import BuildContext, Placement
 from http_resilience._core.errors import RateLimitedError
 from http_resilience._core.fields import FROZEN, Count
@@ -99,14 +102,33 @@ class ConcurrencyLimit:
         self.queued -= 1
 
 
+class _Handoff:
+    """A queued caller's place off asyncio (trio): an event set with the permit."""
+
+    __slots__ = ("event", "granted")
+
+    def __init__(self) -> None:
+        self.event = anyio.Event()
+        self.granted = False
+
+    def done(self) -> bool:
+        """Whether the permit was handed over."""
+        return self.granted
+
+    def set_result(self, result: None) -> None:
+        """Hand the permit over and wake the caller."""
+        self.granted = True
+        self.event.set()
+
+
 class AsyncConcurrencyLimiter:
-    """`ConcurrencyLimit` for coroutines on one event loop."""
+    """`ConcurrencyLimit` for coroutines on one event loop (asyncio or trio)."""
 
     __slots__ = ("_limit", "_waiters", "try_enter")
 
     def __init__(self, *, permits: int, queue_limit: int) -> None:
         self._limit = ConcurrencyLimit(permits=permits, queue_limit=queue_limit)
-        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._waiters: deque[asyncio.Future[None] | _Handoff] = deque()
         self.try_enter: Callable[[], Entry] = self._limit.enter
         """`GRANTED` or `REFUSED` at once, or `QUEUED`: then await `wait`."""
 
@@ -122,7 +144,11 @@ class AsyncConcurrencyLimiter:
 
     async def wait(self) -> None:
         """Wait, after `QUEUED`, until a permit is handed over; cancellable."""
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        loop = asyncio_loop()
+        if loop is None:
+            await self._wait_anyio()
+            return
+        waiter: asyncio.Future[None] = loop.create_future()
         self._waiters.append(waiter)
         try:
             await waiter
@@ -137,6 +163,21 @@ class AsyncConcurrencyLimiter:
                     pass  # `leave` dropped it already, and its place with it
                 else:
                     self._limit.abandon()
+            raise
+
+    async def _wait_anyio(self) -> None:
+        """`wait` on another library than asyncio (trio), through anyio."""
+        waiter = _Handoff()
+        self._waiters.append(waiter)
+        try:
+            await waiter.event.wait()
+        except BaseException:  # the cancellation of trio, or of a scope
+            if waiter.granted:
+                # The permit arrived as the caller was cancelled: pass it on.
+                self.leave()
+            else:
+                self._waiters.remove(waiter)
+                self._limit.abandon()
             raise
 
     def leave(self) -> None:

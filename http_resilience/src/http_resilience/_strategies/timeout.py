@@ -40,6 +40,11 @@ event for it (`PoolWait`); a sync one at its first socket operation
 (`AttemptDeadline.due`). Either only sees httpx's own transports' pools
 (`pool_sweeper`); through any other transport the attempt's clock starts with
 the attempt.
+
+On trio (any library but asyncio: `asyncio_loop`), there is no loop timer to
+share: each cut is an anyio cancel scope on anyio's clock, its deadline moved
+as the `Cut` moves its timer (`_ScopeWait`), and a cancellation from outside
+passes through it untouched.
 """
 
 from __future__ import annotations
@@ -48,15 +53,18 @@ import asyncio
 import math
 import time
 from collections import deque
+from collections.abc import MutableMapping
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, ClassVar, Final, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Final, NoReturn, cast
 
+import anyio
 import httpx
 from pydantic import (
     BaseModel,
     Field,
 )
 
+from http_resilience._core.backend import asyncio_loop
 from http_resilience._core.builder import BuildContext, Placement
 from http_resilience._core.classify import mark_final
 from http_resilience._core.clock import (
@@ -114,9 +122,10 @@ class Deadline:
         kind: ``"attempt"`` or ``"total"``: which error it raises.
         clock: The pipeline's clock.
         telemetry: Where the `TimeoutEvent` goes.
-        own_time: Set the attempt's httpx phase timeouts to the time left, and
-            read an httpx timeout as this deadline passing (but
-            `httpx.PoolTimeout`: the pool's refusal, `pool_refused`).
+        own_time: Set the attempt's httpx phase timeouts to the time left;
+            an `httpx.PoolTimeout` is then the pool's refusal
+            (`pool_refused`). Any other httpx timeout is this deadline passing
+            only once the attempt has run its time (`timed_out`).
     """
 
     __slots__ = (
@@ -177,17 +186,55 @@ class Deadline:
         """Whether the clock has passed the call's deadline (read afterwards)."""
         return self.now() > call.deadline
 
-    def timed_out(self, exc: BaseException, passed: bool) -> bool:
+    def timed_out(
+        self,
+        exc: BaseException,
+        passed: bool,
+        call: Call | None = None,
+        spent: float = 0.0,
+        left: float = math.inf,
+    ) -> bool:
         """Whether `exc`, raised inside, is this deadline passing at the transport.
 
-        An httpx timeout is, with `own_time` (the transport's timeouts are the
-        deadline's) or once the deadline has `passed`; but never
-        `httpx.PoolTimeout`: the client's own pool, self-caused.
+        An httpx timeout is once the deadline has `passed` (on the sockets'
+        clock), once the attempt has run (`spent` seconds, on the clock of
+        the loop or the sockets) the `left` seconds it had, or once the
+        pipeline's clock has passed `call`'s deadline. One raised sooner is
+        the transport's own (a timeout of its own, shorter than ours; a
+        mock's): it is left as httpx raised it, with a note naming the
+        attempt and its time (`kept`). Never `httpx.PoolTimeout` (the
+        client's own pool, self-caused), nor a timeout of ours from inside.
+
+        Args:
+            exc: What the inside raised.
+            passed: Whether the deadline has passed on the sockets' clock.
+            call: The call; None: only `passed` and `spent` are read.
+            spent: Seconds since the attempt started.
+            left: Seconds the attempt had.
         """
-        return (
-            isinstance(exc, httpx.TimeoutException)
-            and not isinstance(exc, httpx.PoolTimeout)
-            and (self.own_time or passed)
+        if not isinstance(exc, httpx.TimeoutException) or isinstance(
+            exc, httpx.PoolTimeout | ResilienceError
+        ):
+            return False
+        if passed or spent + _EARLY >= left:
+            return True
+        if call is not None:
+            if self.check_after and self.late(call):
+                return True
+            self.kept(exc, call, spent)
+        return False
+
+    def kept(self, exc: BaseException, call: Call, spent: float) -> None:
+        """Note on an httpx timeout left as it is which attempt raised it, and when.
+
+        The attempt's story, on the exception the caller sees: each attempt
+        that raised it adds its line (a mock raises one exception again).
+        """
+        kind, span = call.deadline_kind, call.deadline_span
+        exc.add_note(
+            f"{call.where()}: attempt {call.attempt} raised it after "
+            f"{_seconds(spent)} s, before its {kind} timeout of {span:g} s "
+            "passed (the wrapped transport's own timeout)"
         )
 
     def moves(self, around: float) -> bool:
@@ -231,19 +278,53 @@ class Deadline:
             reason="concurrency_limit",
         )
 
-    def expired(self, call: Call) -> ResilienceError:
-        """Report the deadline passing; the error to raise."""
+    def expired(self, call: Call, spent: float | None = None) -> ResilienceError:
+        """Report the deadline passing; the error to raise.
+
+        Its message and ``elapsed`` state the time the deadline's stretch
+        (the attempt, or the whole call) really took, never the timeout in
+        its place: on the pipeline's clock, or `spent` (measured by the
+        driver on the loop's or the sockets' clock) when that is longer, as
+        when a `FakeClock` stood still while the loop's timer cut. The
+        request is set by the transport (or httpx's client).
+
+        Args:
+            call: The call; its deadline, kind and span are the one that passed.
+            spent: Seconds the driver measured since the attempt started.
+        """
         kind, span = call.deadline_kind, call.deadline_span
         self.telemetry.timeout(call.method, call.host, kind, span)
+        took = self.now() - (call.deadline - span)
+        if not took >= 0.0:  # no finite deadline to measure from
+            took = 0.0
+        if spent is not None and spent > took:
+            took = spent
         if kind == "attempt":
             return AttemptTimeoutError(
-                f"{call.where()}: attempt {call.attempt} timed out after {span:g} s"
+                f"{call.where()}: attempt {call.attempt} timed out after "
+                f"{_seconds(took)} s (attempt timeout {span:g} s)",
+                elapsed=took,
+                timeout=span,
             )
         error = TotalTimeoutError(
-            f"{call.where()}: no response within the total timeout of {span:g} s"
+            f"{call.where()}: no response, timed out after {_seconds(took)} s "
+            f"(total timeout {span:g} s)",
+            elapsed=took,
+            timeout=span,
         )
         mark_final(error)  # the call's whole time is spent: final outside it
         return error
+
+
+_EARLY: Final = 0.001
+"""How much sooner than its time an httpx timeout may come and still be the
+deadline's: a timer fires up to its clock's resolution early; a millisecond
+is far below any timeout worth setting."""
+
+
+def _seconds(seconds: float) -> str:
+    """``"0.25"``: a measured time in seconds, to the millisecond."""
+    return f"{round(seconds, 3):g}"
 
 
 class Narrowing:
@@ -327,6 +408,7 @@ class AsyncTimeout:
 
         The deadline runs from when the attempt leaves the queue for a slot of
         the client's own pool (`Cut`); a wait cut there is `pool_refused`.
+        Off asyncio (trio) the cut is a cancel scope (`_handle_anyio`).
         """
         rule = self._deadline
         deadline, kind, span = call.deadline, call.deadline_kind, call.deadline_span
@@ -336,12 +418,17 @@ class AsyncTimeout:
         try:
             if left <= 0:
                 raise rule.expired(call)
-            loop = asyncio.get_running_loop()
-            task = call.owner
+            loop = asyncio_loop()
+            if loop is None:
+                return await self._handle_anyio(
+                    request, call, (deadline, kind, span), left
+                )
+            task = cast("asyncio.Task[Any] | None", call.owner)
             if task is None:
-                task = call.owner = asyncio.current_task(loop)
+                task = asyncio.current_task(loop)
                 if task is None:  # pragma: no cover - a coroutine runs in a task
                     raise RuntimeError("the resilient transport must run in a task")
+                call.owner = task
             start = loop.time()
             wait = call.pool_wait = PoolWait(loop.time)
             # The deadline around this one, on the loop's time; a total timeout
@@ -362,12 +449,16 @@ class AsyncTimeout:
                     if cut.queued:
                         raise self._refused(call, deadline, kind, span) from None
                     if cut.by_around and rule.moves(deadline):
-                        call.deadline_kind, call.deadline_span = kind, span
-                    raise rule.expired(call) from (None if cancelled else exc)
+                        call.deadline, call.deadline_kind = deadline, kind
+                        call.deadline_span = span
+                    raise rule.expired(call, loop.time() - start) from (
+                        None if cancelled else exc
+                    )
                 if rule.own_time and isinstance(exc, httpx.PoolTimeout):
                     raise self._refused(call, deadline, kind, span) from exc
-                if rule.timed_out(exc, False):
-                    raise rule.expired(call) from exc
+                spent = loop.time() - start
+                if rule.timed_out(exc, False, call, spent, left):
+                    raise rule.expired(call, spent) from exc
                 raise
             cut.finish()
             if cut.fired:
@@ -378,13 +469,84 @@ class AsyncTimeout:
             ):
                 await close_quietly(response)
                 if cut.by_around and rule.moves(deadline):
-                    call.deadline_kind, call.deadline_span = kind, span
-                raise rule.expired(call)
+                    call.deadline, call.deadline_kind = deadline, kind
+                    call.deadline_span = span
+                raise rule.expired(call, loop.time() - start)
             return response
         finally:
             call.deadline, call.deadline_kind, call.deadline_span = deadline, kind, span
             call.phase_timeout, call.pool_timeout = phase_timeout, pool_timeout
             call.pool_wait = pool_wait
+
+    async def _handle_anyio(
+        self,
+        request: httpx.Request,
+        call: Call,
+        outer: tuple[float, DeadlineKind, float],
+        left: float,
+    ) -> httpx.Response:
+        """`handle` off asyncio: the cut is an anyio cancel scope.
+
+        Args:
+            request: The request.
+            call: The call, its deadline narrowed to this timeout's.
+            outer: The call's deadline around this timeout, its kind, its span.
+            left: The seconds this timeout leaves the inside.
+        """
+        rule = self._deadline
+        deadline, kind, span = outer
+        start = anyio.current_time()
+        around = start + left
+        if rule.kind == "attempt":
+            around += deadline - call.deadline
+        scope = anyio.CancelScope(deadline=start + left)
+        wait = call.pool_wait = _ScopeWait(scope, start + left, around, left)
+        response: httpx.Response | None = None
+        try:
+            with scope:
+                response = await self._next.handle(request, call)
+        except anyio.get_cancelled_exc_class():
+            raise  # a cancellation from outside (this scope's never leaves it)
+        except BaseException as exc:
+            if scope.cancel_called:
+                # The cut came, and the inside raised something else for it.
+                self._cut_anyio(call, wait, outer, exc)
+            if rule.own_time and isinstance(exc, httpx.PoolTimeout):
+                raise self._refused(call, deadline, kind, span) from exc
+            spent = anyio.current_time() - start
+            if rule.timed_out(exc, False, call, spent, left):
+                raise rule.expired(call, spent) from exc
+            raise
+        if response is None:  # the cut: the scope caught its cancellation
+            self._cut_anyio(call, wait, outer, None)
+        if scope.cancel_called or (
+            rule.check_after and rule.late_after(call, wait.waited(start), deadline)
+        ):
+            # Late: the inside swallowed the cut and answered, or the clock
+            # (not the system's) passed the deadline.
+            await close_quietly(response)
+            if wait.by_around and rule.moves(deadline):
+                call.deadline, call.deadline_kind = deadline, kind
+                call.deadline_span = span
+            raise rule.expired(call, anyio.current_time() - start)
+        return response
+
+    def _cut_anyio(
+        self,
+        call: Call,
+        wait: _ScopeWait,
+        outer: tuple[float, DeadlineKind, float],
+        exc: BaseException | None,
+    ) -> NoReturn:
+        """Raise what the cut of `_handle_anyio`'s scope means: refusal or timeout."""
+        rule = self._deadline
+        deadline, kind, span = outer
+        if wait.queued or wait.cut_queued:
+            raise self._refused(call, deadline, kind, span) from None
+        if wait.by_around and rule.moves(deadline):
+            call.deadline, call.deadline_kind = deadline, kind
+            call.deadline_span = span
+        raise rule.expired(call) from exc
 
     def _refused(
         self, call: Call, around: float, kind: DeadlineKind, span: float
@@ -461,10 +623,12 @@ class SyncTimeout:
                     if not rule.moves(deadline):  # it bounded the wait itself
                         kind, span = call.deadline_kind, call.deadline_span
                     raise rule.pool_refused(call, kind, span) from exc
-                if rule.timed_out(exc, real_time() >= held.when):
+                ended = real_time()
+                if rule.timed_out(exc, ended >= held.when, call, ended - start, left):
                     if _by_around(held, left):
-                        call.deadline_kind, call.deadline_span = kind, span
-                    raise rule.expired(call) from exc
+                        call.deadline, call.deadline_kind = deadline, kind
+                        call.deadline_span = span
+                    raise rule.expired(call, ended - start) from exc
                 raise
             finally:
                 queued = _queued(held, start)
@@ -480,7 +644,8 @@ class SyncTimeout:
             if rule.late_after(call, queued, deadline):
                 close_quietly_sync(response)
                 if by_around:
-                    call.deadline_kind, call.deadline_span = kind, span
+                    call.deadline, call.deadline_kind = deadline, kind
+                    call.deadline_span = span
                 raise rule.expired(call)
             return response
         finally:
@@ -618,6 +783,59 @@ class Cut:
         self.done = True
         if self._timer is not None:
             self._timer.cancel()
+
+
+class _ScopeWait(PoolWait):
+    """A `PoolWait` that moves a cancel scope's deadline as `Cut` moves its timer.
+
+    The anyio path's cut (trio): while the attempt waits for a slot of the
+    client's own pool, the scope ends with the wait's bound (`around`, or with
+    nothing around, the deadline itself); once the attempt leaves the queue,
+    `span` seconds from then, never past `around`.
+
+    Args:
+        scope: The attempt's cancel scope, its deadline the attempt's own.
+        when: The deadline, on anyio's clock.
+        around: The deadline around this one, on anyio's clock.
+        span: The attempt's seconds.
+
+    Attributes:
+        by_around: Whether the deadline around this one now ends the scope.
+        cut_queued: Whether the attempt left the queue only once its bound
+            had passed: the cut is the pool's refusal.
+    """
+
+    __slots__ = ("_around", "_scope", "_span", "_when", "by_around", "cut_queued")
+
+    def __init__(
+        self, scope: anyio.CancelScope, when: float, around: float, span: float
+    ) -> None:
+        super().__init__(anyio.current_time)
+        self._scope = scope
+        self._when = when
+        self._around = around
+        self._span = span
+        self.by_around = False
+        self.cut_queued = False
+
+    def watch(self, extensions: MutableMapping[str, Any]) -> None:
+        """`PoolWait.watch`; the scope now ends with the wait's bound."""
+        super().watch(extensions)
+        around = self._around
+        self._scope.deadline = around if around != math.inf else self._when
+        self.then = self._left
+
+    def _left(self) -> None:
+        """The attempt left the queue: the host's time starts now."""
+        scope = self._scope
+        left_at = self.left_at
+        if left_at is None or left_at >= scope.deadline:
+            self.cut_queued = True  # its bound passed while it waited
+            return
+        end = left_at + self._span
+        if end >= self._around:
+            end, self.by_around = self._around, True
+        scope.deadline = end
 
 
 class Deadlines:

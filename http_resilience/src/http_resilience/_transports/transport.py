@@ -11,14 +11,15 @@ the chain.
 
 from __future__ import annotations
 
-import asyncio
 import random as _random
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from types import TracebackType
+from typing import Any, Self, TypeVar
 
 import httpx
 
+from http_resilience._core.backend import current_task
 from http_resilience._core.builder import (
     BuildContext,
     BuiltPipeline,
@@ -263,8 +264,39 @@ class _Resilient:
         )
 
     def _detach(self) -> None:
-        if self._share is not None:
-            self._share.close()
+        share, self._share = self._share, None
+        if share is not None:
+            share.close()
+
+    # The wrapped transport's context and close, each used at most once: its
+    # context is entered with ours and exited with ours; `close` alone closes
+    # it, but not once its context was exited (that closed it).
+    _entered = False
+    _exited = False
+    _closed = False
+
+    def _enters(self) -> bool:
+        """Whether the wrapped transport's context is to be entered now."""
+        if self._entered:
+            return False
+        self._entered = True
+        return True
+
+    def _exits(self) -> bool:
+        """Whether the wrapped transport's context is to be exited now."""
+        self._detach()
+        if not self._entered or self._exited:
+            return False
+        self._exited = True
+        return True
+
+    def _closes(self) -> bool:
+        """Whether the wrapped transport is to be closed now."""
+        self._detach()
+        if self._closed or self._exited:
+            return False
+        self._closed = True
+        return True
 
     def will_retry(self, request: httpx.Request) -> bool:
         """Whether a failed attempt of `request` would be sent again.
@@ -318,7 +350,7 @@ class AsyncResilientTransport(_Resilient, httpx.AsyncBaseTransport):
     Give `pipeline` instead of `options` to run strategies of your own, in
     your own order (`ResiliencePipeline`), hedging included.
 
-    It runs on asyncio, on one event loop at a time.
+    It runs on asyncio or trio, on one event loop at a time.
 
     Args:
         inner: The transport that sends; default `httpx.AsyncHTTPTransport()`.
@@ -414,20 +446,55 @@ class AsyncResilientTransport(_Resilient, httpx.AsyncBaseTransport):
         Raises:
             BrokenCircuitError: The host's circuit is open; nothing was sent.
             RateLimitedError: The concurrency limit and its queue are full.
-            AttemptTimeoutError: The last attempt timed out.
-            TotalTimeoutError: The call ran out of its total time.
-            httpx.TransportError: The last attempt failed in transport.
+            AttemptTimeoutError: The last attempt ran out of its time (an
+                `httpx.TimeoutException` too).
+            TotalTimeoutError: The call ran out of its total time (an
+                `httpx.TimeoutException` too).
+            httpx.TransportError: The last attempt failed in transport; an
+                httpx timeout raised before the deadline passed is raised as
+                the wrapped transport raised it, a note naming the attempt.
             ResilienceLayerError: The request is an attempt of another
                 resilient transport: a second layer.
         """
-        return await self._chain.handle(
-            request, self._call(request, asyncio.current_task)
-        )
+        try:
+            return await self._chain.handle(request, self._call(request, current_task))
+        except httpx.RequestError as exc:
+            _own_request(exc, request)
+            raise
+
+    async def __aenter__(self) -> Self:
+        """Enter the wrapped transport's context too (once); return this transport.
+
+        ``async with httpx.AsyncClient(transport=...)`` enters it this way.
+        """
+        if self._enters():
+            await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None = None,
+        exc_value: BaseException | None = None,
+        traceback: TracebackType | None = None,
+    ) -> None:
+        """Exit the wrapped transport's context (once); detach from `SharedState`.
+
+        Without an `__aenter__` before it, this closes the wrapped transport,
+        as httpx's transports do.
+        """
+        if self._exits():
+            await self._inner.__aexit__(exc_type, exc_value, traceback)
+        elif not self._entered:
+            await self.aclose()
 
     async def aclose(self) -> None:
-        """Close the wrapped transport; detach from the `SharedState`, if any."""
-        self._detach()
-        await self._inner.aclose()
+        """Close the wrapped transport (once); detach from the `SharedState`, if any.
+
+        Once the wrapped transport's context was exited, which closed it, this
+        does nothing more.
+        """
+        if self._closes():
+            await self._inner.aclose()
 
 
 class ResilientTransport(_Resilient, httpx.BaseTransport):
@@ -513,11 +580,52 @@ class ResilientTransport(_Resilient, httpx.BaseTransport):
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         """Send `request` through the pipeline; raises as the async twin does."""
-        return self._chain.handle_sync(
-            request, self._call(request, threading.get_ident)
-        )
+        try:
+            return self._chain.handle_sync(
+                request, self._call(request, threading.get_ident)
+            )
+        except httpx.RequestError as exc:
+            _own_request(exc, request)
+            raise
+
+    def __enter__(self) -> Self:
+        """Enter the wrapped transport's context too (once); return this transport.
+
+        ``with httpx.Client(transport=...)`` enters it this way.
+        """
+        if self._enters():
+            self._inner.__enter__()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None = None,
+        exc_value: BaseException | None = None,
+        traceback: TracebackType | None = None,
+    ) -> None:
+        """Exit the wrapped transport's context (once); detach from `SharedState`.
+
+        Without an `__enter__` before it, this closes the wrapped transport,
+        as httpx's transports do.
+        """
+        if self._exits():
+            self._inner.__exit__(exc_type, exc_value, traceback)
+        elif not self._entered:
+            self.close()
 
     def close(self) -> None:
-        """Close the wrapped transport; detach from the `SharedState`, if any."""
-        self._detach()
-        self._inner.close()
+        """Close the wrapped transport (once); detach from the `SharedState`, if any.
+
+        Once the wrapped transport's context was exited, which closed it, this
+        does nothing more.
+        """
+        if self._closes():
+            self._inner.close()
+
+
+def _own_request(exc: httpx.RequestError, request: httpx.Request) -> None:
+    """Give `exc` the call's `request` when it has none (httpx's client would)."""
+    try:
+        exc.request  # noqa: B018 - raises when not set
+    except RuntimeError:
+        exc.request = request
