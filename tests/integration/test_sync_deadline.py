@@ -11,6 +11,7 @@ below the ~10 s the head takes to arrive.
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from typing import Any
@@ -84,7 +85,9 @@ def test_the_sync_client_ends_a_dripping_head_at_its_attempt_timeout(
         error, elapsed = timed_sync(client, f"{proxy.url}/healthy?key={key}")
     assert 0.5 <= elapsed < 0.5 + MARGIN
     assert isinstance(error, AttemptTimeoutError), repr(error)
-    assert "attempt 1 timed out after 0.5 s" in str(error)
+    assert re.search(
+        r"attempt 1 timed out after [\d.]+ s \(attempt timeout 0\.5 s\)", str(error)
+    )
     assert isinstance(error.__cause__, httpx.ReadTimeout)
     fault_server.wait_idle_sync(key)
     assert fault_server.hits(key) == 1
@@ -98,7 +101,7 @@ def test_retries_of_a_dripping_head_end_at_the_total_timeout(
         error, elapsed = timed_sync(client, f"{proxy.url}/healthy?key={key}")
     assert 1.5 <= elapsed < 1.5 + MARGIN
     assert isinstance(error, TotalTimeoutError), repr(error)
-    assert "total timeout of 1.5 s" in str(error)
+    assert "(total timeout 1.5 s)" in str(error)
     fault_server.wait_idle_sync(key)
     # Two attempts cut at 0.5 s each, the third by the total deadline.
     assert fault_server.hits(key) == 3

@@ -197,7 +197,6 @@ async def test_a_local_limiter_refusal_is_our_overload_503_with_retry_after() ->
     "error",
     [
         httpx.ConnectError(SECRET),
-        httpx.ReadTimeout(SECRET),
         httpx.RemoteProtocolError(SECRET),
     ],
     ids=lambda error: type(error).__name__,
@@ -207,6 +206,21 @@ async def test_a_transport_error_left_after_retries_is_502(error: Exception) -> 
     assert response.status_code == 502
     assert response.json()["title"] == "Bad Gateway"
     assert response.json()["detail"] == BAD_GATEWAY
+    assert "retry-after" not in response.headers
+    assert_no_secret(response)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [httpx.ReadTimeout(SECRET), httpx.ConnectTimeout(SECRET)],
+    ids=lambda error: type(error).__name__,
+)
+async def test_a_transport_timeout_left_after_retries_is_504(error: Exception) -> None:
+    # The transport's own timeout, kept as httpx raised it: the dependency did
+    # not answer in time, as when the pipeline's deadline cuts it.
+    response = await call(raising(error))
+    assert response.status_code == 504
+    assert response.json()["title"] == "Gateway Timeout"
     assert "retry-after" not in response.headers
     assert_no_secret(response)
 

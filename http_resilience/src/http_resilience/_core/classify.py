@@ -16,6 +16,7 @@ from http_resilience._core.errors import (
     AttemptTimeoutError,
     BrokenCircuitError,
     RateLimitedError,
+    TotalTimeoutError,
 )
 from http_resilience._core.nested import note_exhausted
 from http_resilience._core.raw_headers import is_token
@@ -59,8 +60,9 @@ RETRY_AFTER_STATUSES: Final = frozenset({429, 503})
 
 FAILURE_EXCEPTIONS: Final = (httpx.TransportError, AttemptTimeoutError)
 """Exceptions of one attempt that count as its failure: retried, and seen by
-the breaker, but for `SELF_CAUSED_EXCEPTIONS`. Anything else ends the call as
-it is."""
+the breaker, but for `SELF_CAUSED_EXCEPTIONS` and `TotalTimeoutError` (an
+`httpx.TimeoutException` too, but the whole call's time, spent: final). Anything
+else ends the call as it is."""
 
 SELF_CAUSED_EXCEPTIONS: Final = (
     httpx.LocalProtocolError,
@@ -218,7 +220,9 @@ def is_classified_failure(
             return bool(said)
     if isinstance(outcome, httpx.Response):
         return table[outcome.status_code]
-    return isinstance(outcome, FAILURE_EXCEPTIONS)
+    return isinstance(outcome, FAILURE_EXCEPTIONS) and not isinstance(
+        outcome, TotalTimeoutError
+    )
 
 
 _NEVER_FAILURES: Final = (*SELF_CAUSED_EXCEPTIONS, *LOCAL_REFUSALS, InvalidStatusError)
@@ -332,6 +336,7 @@ def is_failure(outcome: httpx.Response | BaseException) -> bool:
     return (
         isinstance(outcome, FAILURE_EXCEPTIONS)
         and not isinstance(outcome, SELF_CAUSED_EXCEPTIONS)
+        and not isinstance(outcome, TotalTimeoutError)
         and not is_invalid_status(outcome)
     )
 

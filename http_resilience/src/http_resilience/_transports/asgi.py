@@ -77,7 +77,9 @@ class ResilienceErrorMiddleware:
     The mapping follows who failed:
 
     - `BrokenCircuitError`, and any `ResilienceError` not named here: 503;
-    - `AttemptTimeoutError` and `TotalTimeoutError`: 504;
+    - `AttemptTimeoutError` and `TotalTimeoutError`: 504; so is an
+      `httpx.TimeoutException` the transport raised itself, before the
+      pipeline's deadline (kept as httpx raised it);
     - `RateLimitedError` of the local limiter (``reason="concurrency_limit"``):
       503, this service's own overload, with ``Retry-After`` (1 s when the
       error knows no wait); of a published quota (``reason="quota"``): 429;
@@ -185,6 +187,10 @@ def problem_for(error: BaseException) -> tuple[HTTPStatus, float | None] | None:
         return HTTPStatus.SERVICE_UNAVAILABLE, None
     if isinstance(error, SELF_CAUSED_EXCEPTIONS):
         return None
+    if isinstance(error, httpx.TimeoutException):
+        # The transport's own timeout, raised as httpx raised it (one before
+        # the pipeline's deadline): the dependency did not answer in time.
+        return HTTPStatus.GATEWAY_TIMEOUT, None
     if isinstance(error, httpx.TransportError):
         return HTTPStatus.BAD_GATEWAY, None
     if isinstance(error, httpx.HTTPStatusError):
