@@ -174,7 +174,10 @@ async def _async_close_half_way(
     async with client:
         url = f"{server.url}/stall/30?key={key}"
         async with client.stream("GET", url) as response:
-            first = await anext(aiter(response.aiter_lines()))
+            # Closed by hand, as trio asks of an async generator left half-way.
+            lines = response.aiter_lines()
+            first = await anext(lines)
+            await lines.aclose()  # type: ignore[attr-defined]
         try:
             await response.aread()
         except httpx.StreamError as exc:
@@ -195,11 +198,17 @@ def test_sync_closing_a_stream_half_way_closes_it_as_plain_httpx_does(
     assert got == expected
 
 
-# httpcore's own: on trio, a body closed half-way leaves its async generator
-# to the garbage collector, plain httpx included.
+# httpx's and httpcore's own: on trio, a body closed half-way leaves their
+# nested async generators (each `async for`s the next, none closes it) to the
+# garbage collector, which trio warns of: plain httpx and a resilient client
+# alike; which of them is finalized first, and so warned of, varies. None is
+# ours: the pipeline's body wrappers iterate without a generator and close
+# what they read.
 @pytest.mark.filterwarnings(
     "ignore:Exception ignored in. <async_generator object "
-    "AsyncHTTP11Connection._receive_response_body"
+    r"(Response\.aiter_\w+|BoundAsyncStream\.__aiter__|AsyncResponseStream"
+    r"\.__aiter__|PoolByteStream\.__aiter__|HTTP11ConnectionByteStream\.__aiter__"
+    r"|AsyncHTTP11Connection\._receive_response_body) "
     ":pytest.PytestUnraisableExceptionWarning"
 )
 @pytest.mark.parametrize("kind", RESILIENT)
