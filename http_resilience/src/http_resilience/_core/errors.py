@@ -84,7 +84,23 @@ class ResponseTooLargeError(ResilienceError):
         self.limit = limit
 
 
-class AttemptTimeoutError(ResilienceError, httpx.TimeoutException):
+class _PipelineTimeout(ResilienceError, httpx.TimeoutException):
+    """A deadline of the pipeline's own passed: what it was, and the time spent."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        request: httpx.Request | None = None,
+        elapsed: float | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        super().__init__(message, request=request)
+        self.elapsed = elapsed
+        self.timeout = timeout
+
+
+class AttemptTimeoutError(_PipelineTimeout):
     """One attempt took longer than `attempt_timeout` (it counts as a failure).
 
     An `httpx.TimeoutException` as well: ``except httpx.TimeoutException``
@@ -102,20 +118,8 @@ class AttemptTimeoutError(ResilienceError, httpx.TimeoutException):
         timeout: The timeout that passed, in seconds; None when not known.
     """
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        request: httpx.Request | None = None,
-        elapsed: float | None = None,
-        timeout: float | None = None,
-    ) -> None:
-        super().__init__(message, request=request)
-        self.elapsed = elapsed
-        self.timeout = timeout
 
-
-class TotalTimeoutError(ResilienceError, httpx.TimeoutException):
+class TotalTimeoutError(_PipelineTimeout):
     """The whole call, attempts and waits included, passed `total_request_timeout`.
 
     An `httpx.TimeoutException` as well, as `AttemptTimeoutError` is; it is
@@ -132,18 +136,6 @@ class TotalTimeoutError(ResilienceError, httpx.TimeoutException):
         elapsed: Seconds the call ran, as measured; None when not known.
         timeout: The timeout that passed, in seconds; None when not known.
     """
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        request: httpx.Request | None = None,
-        elapsed: float | None = None,
-        timeout: float | None = None,
-    ) -> None:
-        super().__init__(message, request=request)
-        self.elapsed = elapsed
-        self.timeout = timeout
 
 
 class RateLimitedError(ResilienceError):
