@@ -133,9 +133,10 @@ def main() -> None:
     print(f"  the breaker, per call                         {breaker:+,.0f}")
     print(f"  the correlation id, per call                  {correlation:+,.0f}")
     budget = (
-        figures["ours: standard pipeline"] - figures["ours: standard, retry budget off"]
+        figures["ours: standard pipeline"]
+        - figures["ours: standard, budget and quota off"]
     )
-    print(f"  the retry budget, per call                    {budget:+,.0f}")
+    print(f"  the retry budget and quota, per call          {budget:+,.0f}")
 
 
 if __name__ == "__main__":
