@@ -1,95 +1,104 @@
-"""Copy each primitive in tools/primitives/ into every package that keeps one.
+"""Mirror tools/primitives/ into the `_primitives/` folder of every package.
 
-The closure rules keep the packages from importing each other, so the clock
-(`Clock`, `SystemClock`, `FakeClock`), the duration parsing, the testing
-switch (`set_testing`) and the `EventRecorder` live once here and are copied,
-a header added, into each package. `--check` (run by `make lint`) exits 1 when
-a copy is not what this script would write.
+The closure rules keep the packages from importing each other, so what each
+needs alike (the clock, durations, the backoff, configuration reading, the
+testing switch, the `EventRecorder`, the web stack's order, the WSGI context)
+lives once in tools/primitives/ and is mirrored, byte for byte and file for
+file, into each package's `_primitives/`. `--check` (run by `make lint`) exits
+1 when a copy differs, or when a file is missing from a mirror or extra in it.
 
 Usage::
 
-    python tools/copy_primitives.py          # write every copy
-    python tools/copy_primitives.py --check  # exit 1 if a copy is stale
+    python tools/copy_primitives.py          # write every mirror
+    python tools/copy_primitives.py --check  # exit 1 if a mirror is not exact
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CANONICAL = "tools/primitives"
-
-_HTTP = "http_resilience/src/http_resilience"
-_MEDIATOR_RESILIENCE = "mediator_resilience/src/mediator_resilience"
-
-COPIES: Mapping[str, Sequence[str]] = {
-    "clock.py": (
-        f"{_HTTP}/_core/shared_clock.py",
-        f"{_MEDIATOR_RESILIENCE}/_clock.py",
-    ),
-    "durations.py": (
-        f"{_HTTP}/_core/durations.py",
-        f"{_MEDIATOR_RESILIENCE}/_durations.py",
-    ),
-    "testing_mode.py": (
-        f"{_HTTP}/_core/testing_mode.py",
-        f"{_MEDIATOR_RESILIENCE}/_testing_mode.py",
-    ),
-    "recorder.py": (
-        f"{_HTTP}/_core/recorder.py",
-        f"{_MEDIATOR_RESILIENCE}/_recorder.py",
-    ),
-    "config_sections.py": (
-        f"{_HTTP}/_core/config_sections.py",
-        f"{_MEDIATOR_RESILIENCE}/_config_sections.py",
-    ),
-    "stack_order.py": (
-        f"{_HTTP}/_transports/_stack_order.py",
-        "mediator/src/mediator/_asgi/_stack_order.py",
-    ),
-    "wsgi_context.py": (
-        f"{_HTTP}/_transports/wsgi_in_context.py",
-        "mediator/src/mediator/_wsgi/in_context.py",
-    ),
-}
+MIRRORS: tuple[str, ...] = (
+    "http_resilience/src/http_resilience/_primitives",
+    "mediator/src/mediator/_primitives",
+    "mediator_resilience/src/mediator_resilience/_primitives",
+)
+"""Every package's `_primitives/`, from the root of the work tree."""
 
 
-def expected(name: str) -> str:
-    """The text every copy of `tools/primitives/<name>` has."""
-    source = (ROOT / CANONICAL / name).read_text(encoding="utf-8")
-    header = (
-        f"# A copy of {CANONICAL}/{name}; do not edit. Edit that file and\n"
-        "# run `python tools/copy_primitives.py`, which writes every copy.\n"
-    )
-    return header + source
+def files(folder: Path) -> set[str]:
+    """The files under `folder`, relative, bytecode caches left out."""
+    if not folder.is_dir():
+        return set()
+    return {
+        path.relative_to(folder).as_posix()
+        for path in folder.rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts
+    }
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Write (or `--check`) every copy; 1 when one is stale."""
+def problems(canonical: Path, mirror: Path, *, label: str | None = None) -> list[str]:
+    """How `mirror` is not an exact copy of `canonical`: one line per file, sorted.
+
+    A file is differing (other bytes), missing (in `canonical` only) or extra
+    (in `mirror` only). `label` names the mirror in the lines; its path when
+    not given.
+    """
+    name = str(mirror) if label is None else label
+    wanted, present = files(canonical), files(mirror)
+    found: list[str] = []
+    for file in sorted(wanted | present):
+        if file not in present:
+            found.append(f"{name}/{file} is missing")
+        elif file not in wanted:
+            found.append(f"{name}/{file} is extra: no file of {CANONICAL} has its name")
+        elif (canonical / file).read_bytes() != (mirror / file).read_bytes():
+            found.append(f"{name}/{file} differs from {CANONICAL}/{file}")
+    return found
+
+
+def write(canonical: Path, mirror: Path) -> list[str]:
+    """Make `mirror` an exact copy of `canonical`; the files written or removed."""
+    changed: list[str] = []
+    wanted, present = files(canonical), files(mirror)
+    for file in sorted(wanted):
+        source, target = canonical / file, mirror / file
+        data = source.read_bytes()
+        if file in present and target.read_bytes() == data:
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        changed.append(f"wrote {target}")
+    for file in sorted(present - wanted):
+        (mirror / file).unlink()
+        changed.append(f"removed {mirror / file}")
+    return changed
+
+
+def main(argv: Sequence[str] | None = None, *, root: Path = ROOT) -> int:
+    """Write (or `--check`) every mirror under `root`; 1 when one is not exact."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument(
-        "--check", action="store_true", help="only say which copies are stale"
+        "--check", action="store_true", help="only say which mirrors are not exact"
     )
     arguments = parser.parse_args(argv)
-    stale: list[str] = []
-    for name, targets in COPIES.items():
-        text = expected(name)
-        for target in targets:
-            path = ROOT / target
-            current = path.read_text(encoding="utf-8") if path.exists() else None
-            if current == text:
-                continue
-            if arguments.check:
-                stale.append(target)
-            else:
-                path.write_text(text, encoding="utf-8")
-                print(f"wrote {target}")
-    for target in stale:
-        print(f"{target} is not a copy of its primitive; run tools/copy_primitives.py")
-    return 1 if stale else 0
+    canonical = root / CANONICAL
+    found: list[str] = []
+    for mirror in MIRRORS:
+        if arguments.check:
+            found += problems(canonical, root / mirror, label=mirror)
+        else:
+            for line in write(canonical, root / mirror):
+                print(line)
+    for line in found:
+        print(line)
+    if found:
+        print("run tools/copy_primitives.py, which writes every mirror")
+    return 1 if found else 0
 
 
 if __name__ == "__main__":

@@ -61,7 +61,7 @@ SEPARATOR = "\N{LATIN LETTER LATERAL CLICK}"  # mutmut's class separator: xǁCla
 # file: just these functions are tested (mutmut's mangled names, globs allowed).
 NARROWED: Mapping[str, Sequence[str]] = {
     # The stage ordering; the rest of the module compiles routes.
-    "mediator._compiler": ("x_compile_behaviors",),
+    "mediator._dispatch.compiler": ("x_compile_behaviors",),
     # The decision; `RetryStrategy` and its two loops are the I/O around it.
     "http_resilience._strategies.retry": (f"x{SEPARATOR}RetryDecision{SEPARATOR}*",),
     # The arithmetic; the two drivers wait on futures and threads.

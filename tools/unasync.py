@@ -153,8 +153,8 @@ TWINS: tuple[Twin, ...] = (
         ),
     ),
     Twin(
-        f"{_MEDIATOR}/_chain.py",
-        f"{_MEDIATOR}/_chain_sync.py",
+        f"{_MEDIATOR}/_dispatch/chain.py",
+        f"{_MEDIATOR}/_dispatch/chain_sync.py",
         names={
             "AsyncRoute": "SyncRoute",
             "AsyncHandle": "SyncHandle",
@@ -168,9 +168,9 @@ TWINS: tuple[Twin, ...] = (
             ("Awaitable[Any]", "Any"),
             ("Awaitable[None]", "None"),
             (
-                "The sync copy, `mediator._chain_sync`, is generated from this "
+                "The sync copy, `chain_sync`, is generated from this "
                 "module by\n``tools/unasync.py``: edit this one and run the script.",
-                "This sync copy is generated from `mediator._chain` by\n"
+                "This sync copy is generated from `chain` by\n"
                 "``tools/unasync.py``: edit that one and run the script.",
             ),
             (
@@ -181,8 +181,8 @@ TWINS: tuple[Twin, ...] = (
         ),
     ),
     Twin(
-        f"{_MEDIATOR}/_transaction_drive.py",
-        f"{_MEDIATOR}/_transaction_drive_sync.py",
+        f"{_MEDIATOR}/_behaviors/transaction/drive.py",
+        f"{_MEDIATOR}/_behaviors/transaction/drive_sync.py",
         names={
             "drive_attempt": "drive_attempt_sync",
             "AsyncUnitOfWork": "UnitOfWork",
@@ -193,11 +193,10 @@ TWINS: tuple[Twin, ...] = (
         },
         text=(
             (
-                "The sync driver, `mediator._transaction_drive_sync`, is generated "
-                "from this\nmodule by ``tools/unasync.py``: edit this one and run "
-                "the script.",
-                "This sync driver is generated from `mediator._transaction_drive` "
-                "by\n``tools/unasync.py``: edit that one and run the script.",
+                "The sync driver, `drive_sync`, is generated from this\n"
+                "module by ``tools/unasync.py``: edit this one and run the script.",
+                "This sync driver is generated from `drive` by\n"
+                "``tools/unasync.py``: edit that one and run the script.",
             ),
         ),
     ),
@@ -234,8 +233,8 @@ TWINS: tuple[Twin, ...] = (
         ),
     ),
     Twin(
-        f"{_MEDIATOR}/sqlalchemy/_idempotency_store.py",
-        f"{_MEDIATOR}/sqlalchemy/_idempotency_store_sync.py",
+        f"{_MEDIATOR}/sqlalchemy/_idempotency/store.py",
+        f"{_MEDIATOR}/sqlalchemy/_idempotency/store_sync.py",
         names={
             "AsyncSqlAlchemyIdempotencyStore": "SqlAlchemyIdempotencyStore",
             "AsyncIdempotencyStore": "IdempotencyStore",
@@ -254,11 +253,11 @@ TWINS: tuple[Twin, ...] = (
             (
                 '"""The idempotency store on SQLAlchemy, async; the sync one beside '
                 "it.\n\nThe sync store, in "
-                "`mediator.sqlalchemy._idempotency_store_sync`, is generated\nfrom "
+                "`mediator.sqlalchemy._idempotency.store_sync`, is generated\nfrom "
                 "this module by ``tools/unasync.py``: edit this one and run the "
                 "script.\n",
                 '"""The idempotency store on SQLAlchemy, sync.\n\nGenerated from '
-                "`mediator.sqlalchemy._idempotency_store` by ``tools/unasync.py``:"
+                "`mediator.sqlalchemy._idempotency.store` by ``tools/unasync.py``:"
                 "\nedit that one and run the script.\n",
             ),
             (

@@ -1,8 +1,7 @@
 """`Duration`: a `timedelta` field that also reads seconds, `"200ms"` and ISO 8601.
 
 The packages may not import each other, and a duration must read the same in
-both: each keeps a copy of this module (`http_resilience` in
-``_core/durations.py``, `mediator_resilience` in ``_durations.py``), written by
+each: each keeps a copy of this module in its ``_primitives/``, written by
 tools/copy_primitives.py from tools/primitives/durations.py.
 
 A duration is one of:
