@@ -9,6 +9,7 @@ import pkgutil
 import pytest
 
 import http_resilience
+from tests.support.written_in import WrittenHere
 
 MODULES = sorted(
     info.name
@@ -24,5 +25,7 @@ def test_every_module_is_collected() -> None:
 @pytest.mark.parametrize("name", MODULES)
 def test_docstring_examples(name: str) -> None:
     module = importlib.import_module(name)
-    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
-    assert result.failed == 0
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+    for test in WrittenHere().find(module, name):
+        runner.run(test)
+    assert runner.failures == 0

@@ -23,11 +23,11 @@ from http_resilience import (
     ResilientTransport,
     create_client,
 )
-from http_resilience._core import config_sections as http_sections
-from http_resilience._strategies.standard import apply_environment
+from http_resilience._pipelines.standard import apply_environment
+from http_resilience._primitives import config as http_sections
 from http_resilience.injector import HttpClientFactory, HttpClientsModule
 from http_resilience.testing import FakeClock
-from mediator_resilience import _config_sections as mediator_sections
+from mediator_resilience._primitives import config as mediator_sections
 
 pytestmark = pytest.mark.anyio
 

@@ -13,7 +13,12 @@ breaks, without handing the consumer an item twice unless told to;
 response body with `Range` requests.
 """
 
+from http_resilience._clients.factory import HttpClientFactory
 from http_resilience._core.clock import Clock, SystemClock
+from http_resilience._core.correlation import (
+    correlation_id,
+    current_correlation_id,
+)
 from http_resilience._core.deadline import deadline_scope, remaining_time
 from http_resilience._core.errors import (
     AttemptStalledError,
@@ -46,15 +51,15 @@ from http_resilience._health.snapshot import (
     LimiterHealth,
     health,
 )
+from http_resilience._pipelines.custom import ResiliencePipeline
+from http_resilience._pipelines.standard import HttpResilienceOptions
 from http_resilience._shared.state import SharedState
 from http_resilience._strategies.breaker import BreakerOptions
 from http_resilience._strategies.budget import RetryBudgetOptions
 from http_resilience._strategies.hedging import HedgingOptions
 from http_resilience._strategies.limiter import LimiterOptions
-from http_resilience._strategies.pipeline import ResiliencePipeline
 from http_resilience._strategies.rate_limiter import RateLimiterOptions
 from http_resilience._strategies.retry import RetryOptions
-from http_resilience._strategies.standard import HttpResilienceOptions
 from http_resilience._streams.decision import StreamRetryContext
 from http_resilience._streams.options import PartialStreamPolicy, StreamRetryOptions
 from http_resilience._streams.resumable import resumable_bytes, resumable_bytes_sync
@@ -66,11 +71,6 @@ from http_resilience._streams.retry import (
 from http_resilience._transports.asgi import ResilienceErrorMiddleware
 from http_resilience._transports.client import create_async_client, create_client
 from http_resilience._transports.context_middleware import ResilienceContextMiddleware
-from http_resilience._transports.correlation import (
-    correlation_id,
-    current_correlation_id,
-)
-from http_resilience._transports.factory import HttpClientFactory
 from http_resilience._transports.transport import (
     AsyncResilientTransport,
     ResilientTransport,
@@ -133,3 +133,7 @@ __all__ = [
     "with_retry",
     "with_retry_sync",
 ]
+
+from http_resilience._primitives.public_names import publish as _publish
+
+_publish(__name__, __all__)

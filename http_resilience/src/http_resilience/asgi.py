@@ -46,6 +46,7 @@ from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any, Final
 
+from http_resilience._clients.factory import HttpClientFactory
 from http_resilience._health.snapshot import (
     HostHealth,
     Target,
@@ -59,7 +60,6 @@ from http_resilience._transports.asgi import (
     Scope,
     Send,
 )
-from http_resilience._transports.factory import HttpClientFactory
 from http_resilience._transports.stack import MiddlewareOrderError
 
 __all__ = ["MiddlewareOrderError", "ResilienceErrorMiddleware", "liveness", "readiness"]
@@ -212,3 +212,8 @@ async def _lifespan(receive: Receive, send: Send) -> None:
         await send({"type": "lifespan.startup.complete"})
     # The only other message: "lifespan.shutdown".
     await send({"type": "lifespan.shutdown.complete"})
+
+
+from http_resilience._primitives.public_names import publish as _publish  # noqa: E402
+
+_publish(__name__, __all__)

@@ -15,15 +15,12 @@ from typing import Any
 
 from injector import Binder, InstanceProvider, Module
 
+from http_resilience._clients.factory import HttpClientFactory
 from http_resilience._core.clock import Clock
+from http_resilience._core.correlation import correlation_id, current_correlation_id
 from http_resilience._core.events import HttpEventListener
 from http_resilience._shared.state import SharedState
-from http_resilience._transports.correlation import (
-    DEFAULT_CORRELATION_HEADER,
-    correlation_id,
-    current_correlation_id,
-)
-from http_resilience._transports.factory import HttpClientFactory
+from http_resilience._transports.correlation import DEFAULT_CORRELATION_HEADER
 
 __all__ = [
     "HttpClientFactory",
@@ -127,3 +124,8 @@ class HttpClientsModule(Module):
     def configure(self, binder: Binder) -> None:
         """Bind `HttpClientFactory` to this module's one factory."""
         binder.bind(HttpClientFactory, to=InstanceProvider(self.factory))
+
+
+from http_resilience._primitives.public_names import publish as _publish  # noqa: E402
+
+_publish(__name__, __all__)

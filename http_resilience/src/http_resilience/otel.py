@@ -502,3 +502,8 @@ def _checked(provider: object, kind: type[object], argument: str) -> None:
             f"{argument} must be an OpenTelemetry {kind.__name__} or None, "
             f"got {type(provider).__name__}"
         )
+
+
+from http_resilience._primitives.public_names import publish as _publish  # noqa: E402
+
+_publish(__name__, __all__)

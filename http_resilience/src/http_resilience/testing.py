@@ -22,9 +22,13 @@ Example:
 
 from __future__ import annotations
 
-from http_resilience._core.recorder import EventRecorder
-from http_resilience._core.shared_clock import FakeClock
-from http_resilience._core.testing_mode import TestingScope, is_testing, set_testing
+from http_resilience._primitives.clock import FakeClock
+from http_resilience._primitives.recorder import EventRecorder
+from http_resilience._primitives.testing_mode import (
+    TestingScope,
+    is_testing,
+    set_testing,
+)
 from http_resilience._transports.scripted import ScriptedAnswer, ScriptedTransport
 
 __all__ = [
@@ -36,3 +40,7 @@ __all__ = [
     "is_testing",
     "set_testing",
 ]
+
+from http_resilience._primitives.public_names import publish as _publish
+
+_publish(__name__, __all__)

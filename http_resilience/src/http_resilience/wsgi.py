@@ -26,14 +26,18 @@ Example:
     ... )
 """
 
-from http_resilience._transports.stack import MiddlewareOrderError
 from http_resilience._transports.wsgi import (
     ResilienceContextMiddleware,
     ResilienceErrorMiddleware,
 )
+from http_resilience.asgi import MiddlewareOrderError
 
 __all__ = [
     "MiddlewareOrderError",
     "ResilienceContextMiddleware",
     "ResilienceErrorMiddleware",
 ]
+
+from http_resilience._primitives.public_names import publish as _publish
+
+_publish(__name__, __all__)

@@ -64,12 +64,15 @@ def test_the_jitter_factor_is_half_plus_half_the_draw(
 def test_a_draw_outside_zero_to_one_is_refused_by_name(draw: float) -> None:
     with pytest.raises(ValueError, match="jitter source") as refused:
         decision(lambda: draw).delay(1, None)
-    assert str(refused.value) == f"the jitter source must return [0, 1), got {draw!r}"
+    assert (
+        str(refused.value)
+        == f"the jitter source must return a float in [0, 1), got {draw!r}"
+    )
 
     with pytest.raises(ValueError, match="random must return") as refused:
         stream_decision(lambda: draw, should_retry=always).delay(1)
     assert str(refused.value) == (
-        f"StreamRetryOptions.random must return a float in [0, 1), returned {draw!r}"
+        f"StreamRetryOptions.random must return a float in [0, 1), got {draw!r}"
     )
 
 

@@ -28,9 +28,9 @@ from http_resilience import (
     create_client,
 )
 from http_resilience._core.builder import placements
+from http_resilience._pipelines.standard import standard_steps
 from http_resilience._strategies.breaker import SyncBreaker
 from http_resilience._strategies.retry import SyncRetry
-from http_resilience._strategies.standard import standard_steps
 from http_resilience._strategies.timeout import AsyncTimeout, TimeoutOptions
 from http_resilience.testing import FakeClock
 from tests.http_resilience.scripted import URL, Events, script

@@ -8,9 +8,9 @@ import httpx
 import pytest
 
 from http_resilience._core.events import BreakerState
+from http_resilience._core.host_registry import OVERFLOW_HOST
 from http_resilience._core.hosts import host_key
 from http_resilience._strategies.breaker import (
-    OVERFLOW_HOST,
     CircuitBreaker,
     HostRegistry,
     TransitionListener,

@@ -29,8 +29,8 @@ from http_resilience import (
     RetryBudgetOptions,
     RetryEvent,
 )
+from http_resilience._pipelines.standard import standard_steps
 from http_resilience._strategies.budget import BUCKETS, BudgetRegistry, RetryBudget
-from http_resilience._strategies.standard import standard_steps
 from http_resilience.testing import FakeClock
 from tests.http_resilience.scripted import (
     URL,

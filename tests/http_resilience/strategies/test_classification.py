@@ -255,10 +255,10 @@ def test_max_delay_caps_the_backoff_but_not_a_retry_after() -> None:
 
 def test_base_delay_above_max_delay_names_both() -> None:
     with pytest.raises(
-        ValueError, match=r"base_delay \(40 s\) must be at most max_delay \(30 s\)"
+        ValueError, match=r"base_delay \(40 s\) must not exceed max_delay \(30 s\)"
     ):
         HttpResilienceOptions(base_delay=40)
-    with pytest.raises(ValueError, match="must be at most max_delay"):
+    with pytest.raises(ValueError, match="must not exceed max_delay"):
         RetryOptions(base_delay=3, max_delay=2)
 
 

@@ -22,8 +22,8 @@ from http_resilience import (
     RetryEvent,
 )
 from http_resilience._core.pipeline import Call
+from http_resilience._pipelines.standard import standard_steps
 from http_resilience._strategies.quota import QuotaOptions, SyncQuota
-from http_resilience._strategies.standard import standard_steps
 from http_resilience.testing import FakeClock
 from tests.http_resilience.scripted import (
     URL,

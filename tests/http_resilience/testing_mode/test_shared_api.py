@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import inspect
 
 import pytest
 
 import http_resilience.testing
 import mediator_resilience.testing
+from tests.support.written_in import class_source
 
 
 def public(cls: type) -> set[str]:
@@ -27,7 +27,7 @@ def test_each_shared_class_has_the_same_public_members(name: str) -> None:
     http_class = getattr(http_resilience.testing, name)
     mediator_class = getattr(mediator_resilience.testing, name)
     assert public(http_class) == public(mediator_class)
-    assert inspect.getsource(http_class) == inspect.getsource(mediator_class)
+    assert class_source(http_class) == class_source(mediator_class)
 
 
 def test_the_fake_clock_has_the_promised_methods() -> None:

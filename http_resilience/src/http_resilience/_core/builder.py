@@ -2,8 +2,9 @@
 
 Polly's ``AddStrategy`` shape. Each step's options build their own strategy,
 for the async or the sync chain, from a small `BuildContext` (the clock, the
-telemetry, the random source and the state one transport's strategies share)
-and the step's `Placement` in the pipeline. The builder knows no strategy by
+telemetry, the random source, the state one transport's strategies share, and
+the kinds of step built by someone else) and the step's `Placement` in the
+pipeline. The builder knows no strategy by
 name: what it needs to know about a step, the step declares (`StepOptions`).
 
 The rules it applies to any pipeline, the standard one included:
@@ -19,6 +20,11 @@ The rules it applies to any pipeline, the standard one included:
   each attempt's httpx timeouts from the time it has left).
 - Steps of one build share per-transport state through the context
   (`BuildContext.shared`): the timeouts' one timer for all deadlines.
+- A context may build some kinds of step itself (`BuildContext.overrides`, a
+  table from a step's options class to a `StepBuilder`), registered by
+  whoever makes the context. The builder asks the table first; a kind not in
+  it, or a `StepBuilder` that declines (None), is built by the step's own
+  options.
 - A step whose options cannot build a sync strategy makes the pipeline
   async-only: a sync chain refuses it (`async_only`).
 """
@@ -26,10 +32,9 @@ The rules it applies to any pipeline, the standard one included:
 from __future__ import annotations
 
 import random as _random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import (
-    TYPE_CHECKING,
     ClassVar,
     Generic,
     Protocol,
@@ -44,13 +49,11 @@ from http_resilience._core.clock import Clock
 from http_resilience._core.pipeline import AsyncHandler, SyncHandler
 from http_resilience._core.telemetry import Telemetry
 
-if TYPE_CHECKING:
-    from http_resilience._shared.link import ClientShare
-
 __all__ = [
     "BuildContext",
     "BuiltPipeline",
     "Placement",
+    "StepBuilder",
     "StepOptions",
     "SyncStepOptions",
     "async_only",
@@ -71,14 +74,17 @@ class BuildContext:
         clock: The strategies' time.
         telemetry: Where the strategies report.
         random: A float in [0, 1) per call (the retry's jitter).
-        share: The transport's link to a `SharedState`: the budget and the
-            breaker build fleet-aware strategies from it. None: local only.
+        overrides: Kinds of step built by a `StepBuilder` rather than by their
+            own options, by options class (a subclass is found through its
+            bases). Empty: every step builds itself.
     """
 
     clock: Clock
     telemetry: Telemetry
     random: Callable[[], float] = _random.random
-    share: ClientShare | None = None
+    overrides: Mapping[type[StepOptions], StepBuilder] = field(
+        default_factory=dict["type[StepOptions]", "StepBuilder"]
+    )
     _shared: dict[object, object] = field(default_factory=dict[object, object])
 
     def shared(self, make: Callable[[], T]) -> T:
@@ -150,6 +156,34 @@ class SyncStepOptions(StepOptions, Protocol):
         ...
 
 
+class StepBuilder(Protocol):
+    """Builds the steps of one kind in a context's place (`BuildContext.overrides`).
+
+    Each method answers the strategy for `step`, or None to leave it to the
+    step's own options (a second step of the same kind, say).
+    """
+
+    def build_async(
+        self,
+        step: StepOptions,
+        next: AsyncHandler,
+        context: BuildContext,
+        place: Placement,
+    ) -> AsyncHandler | None:
+        """The strategy for `step` in an async chain, around `next`; or None."""
+        ...
+
+    def build_sync(
+        self,
+        step: StepOptions,
+        next: SyncHandler,
+        context: BuildContext,
+        place: Placement,
+    ) -> SyncHandler | None:
+        """The strategy for `step` in a sync chain, around `next`; or None."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class BuiltPipeline(Generic[H]):
     """One transport's chain, built from its steps.
@@ -201,9 +235,16 @@ def build_async(
     steps: Sequence[StepOptions], send: AsyncHandler, context: BuildContext
 ) -> BuiltPipeline[AsyncHandler]:
     """The async chain of `steps` around `send`."""
-    return _build(
-        steps, send, lambda step, next, place: step.build_async(next, context, place)
-    )
+
+    def wrap(step: StepOptions, next: AsyncHandler, place: Placement) -> AsyncHandler:
+        override = _override(context, step)
+        if override is not None:
+            built = override.build_async(step, next, context, place)
+            if built is not None:
+                return built
+        return step.build_async(next, context, place)
+
+    return _build(steps, send, wrap)
 
 
 def build_sync(
@@ -219,9 +260,25 @@ def build_sync(
     def wrap(step: StepOptions, next: SyncHandler, place: Placement) -> SyncHandler:
         if not isinstance(step, SyncStepOptions):
             raise TypeError(f"{step.label} has no sync strategy: it needs async")
+        override = _override(context, step)
+        if override is not None:
+            built = override.build_sync(step, next, context, place)
+            if built is not None:
+                return built
         return step.build_sync(next, context, place)
 
     return _build(steps, send, wrap)
+
+
+def _override(context: BuildContext, step: StepOptions) -> StepBuilder | None:
+    """The `StepBuilder` registered for `step`'s class or the nearest base."""
+    overrides = context.overrides
+    if overrides:
+        for kind in type(step).__mro__:
+            found = overrides.get(kind)
+            if found is not None:
+                return found
+    return None
 
 
 def _build(

@@ -1,8 +1,8 @@
 """What `http_resilience` adds to the shared clock: fast reads, UTC, deadlines.
 
 `Clock`, `SystemClock`, `checkpoint` (and `FakeClock`) come from
-`shared_clock`, a copy of tools/primitives/clock.py that `mediator_resilience`
-shares; this module and that one are the only ones that read time or sleep.
+`_primitives.clock`, a copy of tools/primitives/clock.py that the other
+packages keep too; this module and that one are the only ones that read time or sleep.
 Everything else takes a `Clock`, so a test drives time with
 `http_resilience.testing.FakeClock` instead of waiting.
 """
@@ -16,7 +16,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Final
 
-from http_resilience._core.shared_clock import Clock, SystemClock, checkpoint
+from http_resilience._primitives.clock import Clock, SystemClock, checkpoint
 
 __all__ = [
     "ATTEMPT_DEADLINE",

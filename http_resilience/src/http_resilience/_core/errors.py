@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Literal
 
 import httpx
@@ -82,6 +83,10 @@ class ResponseTooLargeError(ResilienceError):
     def __init__(self, message: str, *, limit: int) -> None:
         super().__init__(message)
         self.limit = limit
+
+    def __reduce__(self) -> tuple[object, ...]:
+        """Pickle with `limit`, which the class needs and `args` lacks."""
+        return (partial(type(self), limit=self.limit), self.args, vars(self))
 
 
 class _PipelineTimeout(ResilienceError, httpx.TimeoutException):

@@ -20,7 +20,7 @@ import contextlib
 import math
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Final, Literal, Protocol, cast
+from typing import TYPE_CHECKING, Final, Literal, Protocol, cast
 
 import httpx
 
@@ -31,6 +31,9 @@ from http_resilience._core.hosts import host_key
 from http_resilience._core.nested import RETRY_ATTEMPT_HEADER
 from http_resilience._core.pool import PoolWait, pool_sweeper
 from http_resilience._core.raw_headers import header_writer
+
+if TYPE_CHECKING:
+    from http_resilience._core.telemetry import Telemetry
 
 __all__ = [
     "LAYER_MARK",
@@ -43,6 +46,7 @@ __all__ = [
     "Stamp",
     "SyncHandler",
     "SyncSend",
+    "charged",
     "close_quietly",
     "close_quietly_sync",
     "deadline_teller",
@@ -82,6 +86,20 @@ class Budget(Protocol):
     def refund(self, now: float) -> None:
         """Give back an attempt charged at `now` but refused in this process."""
         ...
+
+
+def charged(call: Call, now: float, telemetry: Telemetry) -> bool:
+    """Charge the call's retry budget, if any, for one more attempt at `now`.
+
+    True when it may go (or there is no budget); False when the budget
+    refuses, reported as a `RejectionEvent` of reason ``"retry_budget"``. The
+    retry and hedging both ask it.
+    """
+    budget = call.budget
+    if budget is None or budget.withdraw(now):
+        return True
+    telemetry.rejection(call.method, call.host, "retry_budget")
+    return False
 
 
 class Call:

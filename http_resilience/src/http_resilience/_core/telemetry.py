@@ -23,6 +23,10 @@ from typing import Any, Literal
 
 import httpx
 
+from http_resilience._core.correlation import (
+    CORRELATION_EXTENSION,
+    current_correlation_id,
+)
 from http_resilience._core.events import (
     OPEN,
     AttemptEvent,
@@ -37,10 +41,6 @@ from http_resilience._core.events import (
     RequestEvent,
     RetryEvent,
     TimeoutEvent,
-)
-from http_resilience._transports.correlation import (
-    CORRELATION_EXTENSION,
-    current_correlation_id,
 )
 
 __all__ = ["LOGGER", "Telemetry", "correlation_of"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import httpx
 
+from http_resilience._core.host_registry import SHARED_HOST
 from http_resilience._core.hosts import NO_HOST, UNPARSEABLE_URL, host_key
 from http_resilience._core.telemetry import LOGGER
 from http_resilience._health.snapshot import (
@@ -16,7 +17,7 @@ from http_resilience._shared.link import (
     ClientShare,
     SyncSharedBreaker,
 )
-from http_resilience._strategies.breaker import SHARED_HOST, BreakerStrategy
+from http_resilience._strategies.breaker import BreakerStrategy
 
 __all__ = ["CircuitControl", "operator_host"]
 

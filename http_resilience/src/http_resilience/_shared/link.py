@@ -33,29 +33,21 @@ import httpx
 from http_resilience._core.classify import is_classified_failure
 from http_resilience._core.errors import BrokenCircuitError
 from http_resilience._core.events import CLOSED, OPEN, BreakerState
+from http_resilience._core.host_registry import OVERFLOW_HOST, SHARED_HOST
 from http_resilience._core.pipeline import AsyncHandler, Call, SyncHandler
 from http_resilience._core.telemetry import Telemetry
 from http_resilience._shared.quota import (
-    AsyncSharedQuota,
     SharedQuotaStrategy,
-    SyncSharedQuota,
 )
 from http_resilience._strategies.breaker import (
-    OVERFLOW_HOST,
-    SHARED_HOST,
     AsyncBreaker,
     BreakerStrategy,
     SyncBreaker,
 )
-from http_resilience._strategies.budget import BudgetStrategy, RetryBudget
-from http_resilience._strategies.quota import AsyncQuota, SyncQuota
+from http_resilience._strategies.budget import RetryBudget
 
 if TYPE_CHECKING:
-    from http_resilience._core.builder import BuildContext
     from http_resilience._shared.redis_batch import CountedBatch
-    from http_resilience._strategies.breaker import BreakerOptions
-    from http_resilience._strategies.budget import RetryBudgetOptions
-    from http_resilience._strategies.quota import QuotaOptions
 
 __all__ = [
     "OPEN_OP",
@@ -258,91 +250,6 @@ class ClientShare:
         self.lock = threading.Lock()
         self._closed = False
         self._lock = threading.Lock()
-
-    # -- building ----------------------------------------------------------
-
-    def budget_strategy(
-        self, options: RetryBudgetOptions, context: BuildContext
-    ) -> BudgetStrategy:
-        """The transport's budgets; the first budget step is the one shared."""
-        if self.budget_terms is not None:
-            return BudgetStrategy(options=options, clock=context.clock)
-
-        def make(
-            *, ratio: float, min_per_second: float, window: float, now: float
-        ) -> RetryBudget:
-            return SharedRetryBudget(
-                ratio=ratio,
-                min_per_second=min_per_second,
-                window=window,
-                now=now,
-                share=self,
-            )
-
-        strategy = BudgetStrategy(options=options, clock=context.clock, make=make)
-        self.budget_terms = BudgetTerms(
-            options.retry_budget_ratio,
-            options.retry_budget_min_per_second,
-            options.retry_budget_window.total_seconds(),
-        )
-        self.budget_items = strategy.budgets
-        return strategy
-
-    def _breaker_strategy(
-        self, options: BreakerOptions, context: BuildContext
-    ) -> BreakerStrategy | None:
-        if self.break_duration:
-            return None  # a second breaker step stays local
-        self.break_duration = options.break_duration.total_seconds()
-        self.breakers = BreakerStrategy(
-            options=options,
-            clock=context.clock,
-            telemetry=context.telemetry,
-            on_transition=self.moved,
-        )
-        return self.breakers
-
-    def _quota_strategy(
-        self, options: QuotaOptions, context: BuildContext
-    ) -> SharedQuotaStrategy | None:
-        if self.quota is not None:
-            return None  # a second quota step stays local
-        self.quota = SharedQuotaStrategy(options=options, context=context, share=self)
-        return self.quota
-
-    def async_quota(
-        self, next: AsyncHandler, options: QuotaOptions, context: BuildContext
-    ) -> AsyncQuota | None:
-        """The transport's quota reader, spending the fleet's allowance.
-
-        None for a second quota step, which stays local.
-        """
-        strategy = self._quota_strategy(options, context)
-        return None if strategy is None else AsyncSharedQuota(next, strategy)
-
-    def sync_quota(
-        self, next: SyncHandler, options: QuotaOptions, context: BuildContext
-    ) -> SyncQuota | None:
-        """`async_quota` for the sync chain."""
-        strategy = self._quota_strategy(options, context)
-        return None if strategy is None else SyncSharedQuota(next, strategy)
-
-    def async_breaker(
-        self, next: AsyncHandler, options: BreakerOptions, context: BuildContext
-    ) -> AsyncBreaker | None:
-        """The transport's breakers, held open by the fleet too.
-
-        None for a second breaker step, which stays local.
-        """
-        strategy = self._breaker_strategy(options, context)
-        return None if strategy is None else AsyncSharedBreaker(next, strategy, self)
-
-    def sync_breaker(
-        self, next: SyncHandler, options: BreakerOptions, context: BuildContext
-    ) -> SyncBreaker | None:
-        """`async_breaker` for the sync chain."""
-        strategy = self._breaker_strategy(options, context)
-        return None if strategy is None else SyncSharedBreaker(next, strategy, self)
 
     # -- the request path --------------------------------------------------
 

@@ -115,7 +115,7 @@ class SharedQuotaStrategy(QuotaStrategy):
 
     Args:
         options: As for `QuotaStrategy`.
-        context: The transport's build context (clock, telemetry, share).
+        context: The transport's build context (clock, telemetry).
         share: The transport's link to its `SharedState`.
         maximum_hosts: The hosts it keeps leases for (least recent out).
     """

@@ -16,6 +16,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
 from http_resilience._core.clock import wall_time
+from http_resilience._core.host_registry import DEFAULT_MAXIMUM_HOSTS
 from http_resilience._shared.link import ClientShare
 
 if TYPE_CHECKING:
@@ -31,7 +32,6 @@ __all__ = [
 DEFAULT_NAMESPACE: Final = "http_resilience"
 DEFAULT_SYNC_INTERVAL: Final = timedelta(milliseconds=100)
 DEFAULT_MAXIMUM_BATCH: Final = 256
-DEFAULT_MAXIMUM_HOSTS: Final = 1024
 _MAXIMUM_BACKOFF: Final = 5.0
 
 LOGGER: Final = logging.getLogger("http_resilience.shared")

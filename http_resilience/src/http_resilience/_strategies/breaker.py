@@ -56,25 +56,27 @@ from http_resilience._core.classify import (
     is_classified_failure,
 )
 from http_resilience._core.clock import Clock, reader
-from http_resilience._core.durations import Duration, DurationInput
 from http_resilience._core.errors import BrokenCircuitError
 from http_resilience._core.events import CLOSED, HALF_OPEN, OPEN, BreakerState
 from http_resilience._core.fields import FROZEN, Count, Ratio, StatusCodes
+from http_resilience._core.host_registry import (
+    DEFAULT_MAXIMUM_HOSTS,
+    OVERFLOW_HOST,
+    SHARED_HOST,
+)
 from http_resilience._core.pipeline import AsyncHandler, Call, SyncHandler
 from http_resilience._core.telemetry import Telemetry
+from http_resilience._primitives.durations import Duration, DurationInput
 from http_resilience._strategies.breaker_control import ManualState
 
 __all__ = [
     "DEFAULT_BREAKER_PER_HOST",
     "DEFAULT_BREAK_DURATION",
     "DEFAULT_FAILURE_RATIO",
-    "DEFAULT_MAXIMUM_HOSTS",
     "DEFAULT_MINIMUM_THROUGHPUT",
     "DEFAULT_SAMPLING_DURATION",
-    "OVERFLOW_HOST",
     "PROBE",
     "REJECTED",
-    "SHARED_HOST",
     "WINDOW_BUCKETS",
     "AsyncBreaker",
     "BreakerOptions",
@@ -346,7 +348,6 @@ DEFAULT_SAMPLING_DURATION: Final = timedelta(seconds=30)
 DEFAULT_MINIMUM_THROUGHPUT: Final = 100
 DEFAULT_BREAK_DURATION: Final = timedelta(seconds=5)
 DEFAULT_BREAKER_PER_HOST: Final = True
-DEFAULT_MAXIMUM_HOSTS: Final = 1024
 
 
 class BreakerOptions(BaseModel):
@@ -432,10 +433,6 @@ class BreakerOptions(BaseModel):
         self, next: AsyncHandler, context: BuildContext, place: Placement
     ) -> AsyncBreaker:
         """This transport's breakers, around `next`."""
-        if context.share is not None:
-            shared = context.share.async_breaker(next, self, context)
-            if shared is not None:
-                return shared
         return AsyncBreaker(
             next,
             BreakerStrategy(
@@ -447,10 +444,6 @@ class BreakerOptions(BaseModel):
         self, next: SyncHandler, context: BuildContext, place: Placement
     ) -> SyncBreaker:
         """This transport's breakers, behind a lock, around `next`."""
-        if context.share is not None:
-            shared = context.share.sync_breaker(next, self, context)
-            if shared is not None:
-                return shared
         return SyncBreaker(
             next,
             BreakerStrategy(
@@ -458,9 +451,6 @@ class BreakerOptions(BaseModel):
             ),
         )
 
-
-OVERFLOW_HOST: Final = "(overflow)"
-"""The key events carry for the overflow breaker of a full registry."""
 
 NewBreaker = Callable[[TransitionListener], CircuitBreaker]
 """Builds a breaker that reports its transitions to the callable it is given."""
@@ -610,10 +600,6 @@ class HostRegistry:
             self._on_transition(key, previous, current)
 
 
-SHARED_HOST = "*"
-"""The host `BreakerEvent`s carry when one breaker serves every host."""
-
-
 def _both(first: HostTransition, second: HostTransition) -> HostTransition:
     def tell(key: str, previous: BreakerState, current: BreakerState) -> None:
         first(key, previous, current)
@@ -638,7 +624,7 @@ class BreakerStrategy:
         clock: The breaker's time.
         telemetry: Where transitions and rejections are reported.
         on_transition: Also told (host key, previous, current) on every
-            transition: a `SharedState` publishes a breaker that opened.
+            transition (to publish a breaker that opened, say).
 
     An operator's orders (`manual`) come first: an isolated host is refused
     whatever its breaker says, and a reset closes a breaker before the next

@@ -38,11 +38,10 @@ from pydantic import BaseModel, Field
 
 from http_resilience._core.builder import BuildContext, Placement
 from http_resilience._core.clock import Clock, reader
-from http_resilience._core.durations import Duration, DurationInput
 from http_resilience._core.fields import FROZEN, Count, Ratio
+from http_resilience._core.host_registry import DEFAULT_MAXIMUM_HOSTS
 from http_resilience._core.pipeline import AsyncHandler, Call, SyncHandler
-from http_resilience._core.telemetry import Telemetry
-from http_resilience._strategies.breaker import DEFAULT_MAXIMUM_HOSTS
+from http_resilience._primitives.durations import Duration, DurationInput
 
 __all__ = [
     "DEFAULT_BUDGET_PER_HOST",
@@ -56,7 +55,6 @@ __all__ = [
     "RetryBudget",
     "RetryBudgetOptions",
     "SyncRetryBudget",
-    "charged",
 ]
 
 DEFAULT_RETRY_BUDGET_RATIO: Final = 0.2
@@ -312,8 +310,8 @@ class BudgetStrategy:
     Args:
         options: The budget's options.
         clock: The budget's time.
-        make: Makes each budget (`RetryBudget`'s signature); a `SharedState`
-            gives budgets that also spend the fleet's.
+        make: Makes each budget (`RetryBudget`'s signature): a subclass of
+            `RetryBudget` that also asks someone else, say.
 
     Attributes:
         budget: The budget of a host (given its normalised key).
@@ -357,20 +355,6 @@ class BudgetStrategy:
     def registry(self) -> BudgetRegistry | None:
         """The per-host budgets; None when one budget is shared."""
         return self._registry
-
-
-def charged(call: Call, now: float, telemetry: Telemetry) -> bool:
-    """Charge the call's retry budget, if any, for one more attempt at `now`.
-
-    True when it may go (or there is no budget); False when the budget
-    refuses, reported as a `RejectionEvent` of reason ``"retry_budget"``. The
-    retry and hedging both ask it.
-    """
-    budget = call.budget
-    if budget is None or budget.withdraw(now):
-        return True
-    telemetry.rejection(call.method, call.host, "retry_budget")
-    return False
 
 
 class AsyncRetryBudget:
@@ -485,8 +469,6 @@ class RetryBudgetOptions(BaseModel):
         self, next: AsyncHandler, context: BuildContext, place: Placement
     ) -> AsyncRetryBudget:
         """This transport's budgets, around `next`."""
-        if context.share is not None:
-            return AsyncRetryBudget(next, context.share.budget_strategy(self, context))
         return AsyncRetryBudget(
             next,
             BudgetStrategy(options=self, clock=context.clock),
@@ -496,8 +478,6 @@ class RetryBudgetOptions(BaseModel):
         self, next: SyncHandler, context: BuildContext, place: Placement
     ) -> SyncRetryBudget:
         """This transport's budgets, around `next`."""
-        if context.share is not None:
-            return SyncRetryBudget(next, context.share.budget_strategy(self, context))
         return SyncRetryBudget(
             next,
             BudgetStrategy(options=self, clock=context.clock),

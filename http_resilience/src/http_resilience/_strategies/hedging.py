@@ -41,13 +41,12 @@ from http_resilience._core.classify import (
     mark_final,
 )
 from http_resilience._core.clock import Clock, checkpoint
-from http_resilience._core.durations import Duration, DurationInput
 from http_resilience._core.errors import TotalTimeoutError
 from http_resilience._core.fields import FROZEN, Count
 from http_resilience._core.nested import RETRY_EXHAUSTED_HEADER
-from http_resilience._core.pipeline import AsyncHandler, Call, close_quietly
+from http_resilience._core.pipeline import AsyncHandler, Call, charged, close_quietly
 from http_resilience._core.telemetry import Telemetry
-from http_resilience._strategies.budget import charged
+from http_resilience._primitives.durations import Duration, DurationInput
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup

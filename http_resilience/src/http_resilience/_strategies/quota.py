@@ -32,6 +32,7 @@ from http_resilience._core.builder import BuildContext, Placement
 from http_resilience._core.clock import Clock, reader, utc_now
 from http_resilience._core.errors import RateLimitedError
 from http_resilience._core.fields import FROZEN, Count
+from http_resilience._core.host_registry import DEFAULT_MAXIMUM_HOSTS
 from http_resilience._core.pipeline import AsyncHandler, Call, SyncHandler
 from http_resilience._core.quota_headers import (
     LEGACY_HEADERS,
@@ -47,7 +48,6 @@ from http_resilience._core.raw_headers import (
 )
 from http_resilience._core.retry_after import parse_retry_after
 from http_resilience._core.telemetry import Telemetry
-from http_resilience._strategies.breaker import DEFAULT_MAXIMUM_HOSTS
 
 __all__ = [
     "DEFAULT_QUOTA_LEGACY_HEADERS",
@@ -417,10 +417,6 @@ class QuotaOptions(BaseModel):
         self, next: AsyncHandler, context: BuildContext, place: Placement
     ) -> AsyncQuota:
         """The quota reader, around `next`."""
-        if context.share is not None:
-            shared = context.share.async_quota(next, self, context)
-            if shared is not None:
-                return shared
         return AsyncQuota(
             next,
             QuotaStrategy(
@@ -432,10 +428,6 @@ class QuotaOptions(BaseModel):
         self, next: SyncHandler, context: BuildContext, place: Placement
     ) -> SyncQuota:
         """The quota reader, around `next`."""
-        if context.share is not None:
-            shared = context.share.sync_quota(next, self, context)
-            if shared is not None:
-                return shared
         return SyncQuota(
             next,
             QuotaStrategy(

@@ -23,12 +23,12 @@ from pydantic import BaseModel, Field
 
 from http_resilience._core.builder import BuildContext, Placement
 from http_resilience._core.clock import Clock, reader
-from http_resilience._core.durations import MAX_DURATION
 from http_resilience._core.errors import RateLimitedError
 from http_resilience._core.fields import FROZEN, Count, Ratio
+from http_resilience._core.host_registry import DEFAULT_MAXIMUM_HOSTS
 from http_resilience._core.pipeline import AsyncHandler, Call, SyncHandler
 from http_resilience._core.telemetry import Telemetry
-from http_resilience._strategies.breaker import DEFAULT_MAXIMUM_HOSTS
+from http_resilience._primitives.durations import MAX_DURATION
 
 __all__ = [
     "AsyncRateLimiter",

@@ -33,7 +33,6 @@ from http_resilience._core.classify import (
     may_retry,
 )
 from http_resilience._core.clock import Clock, utc_now
-from http_resilience._core.durations import Duration, DurationInput, in_seconds
 from http_resilience._core.errors import BrokenCircuitError, RateLimitedError
 from http_resilience._core.fields import FROZEN, Count, Methods, StatusCodes
 from http_resilience._core.nested import (
@@ -45,13 +44,19 @@ from http_resilience._core.pipeline import (
     AsyncHandler,
     Call,
     SyncHandler,
+    charged,
     close_quietly,
     close_quietly_sync,
 )
 from http_resilience._core.retry_after import parse_retry_after
 from http_resilience._core.telemetry import Telemetry, correlation_of
-from http_resilience._core.testing_mode import retries_allowed, testing_wait
-from http_resilience._strategies.budget import charged
+from http_resilience._primitives.backoff import (
+    check_delays,
+    exponential,
+    jitter_factor,
+)
+from http_resilience._primitives.durations import Duration, DurationInput
+from http_resilience._primitives.testing_mode import retries_allowed, testing_wait
 
 __all__ = [
     "DEFAULT_BACKOFF",
@@ -70,10 +75,6 @@ __all__ = [
 ]
 
 _EXHAUSTED: Final = RETRY_EXHAUSTED_HEADER.lower()
-# 2.0 ** 1024 overflows a float; a delay that long ends the call anyway.
-_MAX_DOUBLINGS = 1000
-# 0.5 + 0.5 * draw rounds to 1.0 for the largest draws below 1.
-_BELOW_ONE = math.nextafter(1.0, 0.0)
 
 
 class RetryDecision:
@@ -165,10 +166,7 @@ class RetryDecision:
                 )
                 if asked is not None:
                     return asked
-        draw = self._random()
-        if not 0.0 <= draw < 1.0:
-            raise ValueError(f"the jitter source must return [0, 1), got {draw!r}")
-        jitter = min(0.5 + 0.5 * draw, _BELOW_ONE)
+        jitter = jitter_factor(self._random())
         return min(self.curve(attempt), self._ceiling) * jitter
 
     def curve(self, attempt: int) -> float:
@@ -177,8 +175,7 @@ class RetryDecision:
             return self._base
         if self._backoff == "linear":
             return self._base * max(attempt, 1)
-        doublings = min(max(attempt - 1, 0), _MAX_DOUBLINGS)
-        return self._base * 2.0**doublings
+        return exponential(self._base, attempt)
 
     def allows(self, attempt: int, wait: float, *, now: float, deadline: float) -> bool:
         """Whether another attempt may follow attempt `attempt` after `wait` s.
@@ -484,15 +481,6 @@ StatusInput: TypeAlias = "Iterable[int | range | str] | str | int"
 string such as ``"429, 500-504"``."""
 MethodsInput: TypeAlias = "Iterable[str] | str"
 """What `retry_methods` takes: names, or one string joined by commas."""
-
-
-def check_delays(base_delay: timedelta, max_delay: timedelta) -> None:
-    """Raise `ValueError` naming both when `base_delay` exceeds `max_delay`."""
-    if base_delay > max_delay:
-        raise ValueError(
-            f"base_delay ({in_seconds(base_delay)}) must be at most "
-            f"max_delay ({in_seconds(max_delay)})"
-        )
 
 
 class RetryOptions(BaseModel):

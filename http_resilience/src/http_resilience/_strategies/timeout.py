@@ -75,7 +75,6 @@ from http_resilience._core.clock import (
     reader,
     real_time,
 )
-from http_resilience._core.durations import Duration, DurationInput
 from http_resilience._core.errors import (
     AttemptTimeoutError,
     RateLimitedError,
@@ -93,6 +92,7 @@ from http_resilience._core.pipeline import (
 )
 from http_resilience._core.pool import PoolWait
 from http_resilience._core.telemetry import Telemetry
+from http_resilience._primitives.durations import Duration, DurationInput
 
 __all__ = [
     "DEFAULT_ATTEMPT_TIMEOUT",

@@ -6,11 +6,11 @@ they iterate, close, sleep; this module decides.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from http_resilience._core.testing_mode import retries_allowed
+from http_resilience._primitives.backoff import exponential, jitter_factor
+from http_resilience._primitives.testing_mode import retries_allowed
 from http_resilience._streams.options import (
     CANCELLATION,
     PartialStreamPolicy,
@@ -18,11 +18,6 @@ from http_resilience._streams.options import (
 )
 
 __all__ = ["StreamRetryContext", "StreamRetryDecision"]
-
-# 2.0 ** 1024 overflows a float; any delay that far out is capped anyway.
-_MAX_DOUBLINGS = 1000
-# 0.5 + 0.5 * draw rounds to 1.0 for the largest draws below 1.
-_BELOW_ONE = math.nextafter(1.0, 0.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,14 +110,7 @@ class StreamRetryDecision:
         Raises:
             ValueError: If the random source returned a value outside [0, 1).
         """
-        doublings = min(max(retry_number - 1, 0), _MAX_DOUBLINGS)
-        delay = min(self._base * 2.0**doublings, self._max)
+        delay = exponential(self._base, retry_number, cap=self._max)
         if self._jitter:
-            draw = self._random()
-            if not 0.0 <= draw < 1.0:
-                raise ValueError(
-                    "StreamRetryOptions.random must return a float in [0, 1), "
-                    f"returned {draw!r}"
-                )
-            delay *= min(0.5 + 0.5 * draw, _BELOW_ONE)
+            delay *= jitter_factor(self._random(), source="StreamRetryOptions.random")
         return delay

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Final, Self
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from http_resilience._core.clock import SYSTEM_CLOCK, Clock
-from http_resilience._core.durations import Duration, DurationInput, in_seconds
 from http_resilience._core.fields import Count
+from http_resilience._primitives.backoff import check_delays
+from http_resilience._primitives.durations import Duration, DurationInput
 
 __all__ = [
     "CANCELLATION",
@@ -151,9 +152,5 @@ class StreamRetryOptions(BaseModel):
 
     @model_validator(mode="after")
     def _check_delays(self) -> Self:
-        if self.base_delay > self.max_delay:
-            raise ValueError(
-                f"base_delay ({in_seconds(self.base_delay)}) must not exceed "
-                f"max_delay ({in_seconds(self.max_delay)})"
-            )
+        check_delays(self.base_delay, self.max_delay)
         return self

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import logging
 
+from http_resilience._core.correlation import current_correlation_id
 from http_resilience._streams.options import StreamRetryOptions
-from http_resilience._transports.correlation import current_correlation_id
 
 __all__ = [
     "announce",

@@ -12,7 +12,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import Any, TypeVar
 
 from http_resilience._core.clock import Clock
-from http_resilience._core.testing_mode import testing_wait
+from http_resilience._primitives.testing_mode import testing_wait
 from http_resilience._streams.decision import StreamRetryContext, StreamRetryDecision
 from http_resilience._streams.options import StreamRetryOptions
 from http_resilience._streams.retry_support import (

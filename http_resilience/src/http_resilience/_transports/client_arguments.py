@@ -12,8 +12,8 @@ from typing import Any, Final, cast
 import httpx
 
 from http_resilience._core.hosts import UNPARSEABLE_URL, safe_target
-from http_resilience._strategies.pipeline import ResiliencePipeline
-from http_resilience._strategies.standard import HttpResilienceOptions
+from http_resilience._pipelines.custom import ResiliencePipeline
+from http_resilience._pipelines.standard import HttpResilienceOptions
 from http_resilience._transports.transport import (
     refuse_second_layer,
     resolve_options,

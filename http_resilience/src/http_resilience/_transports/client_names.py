@@ -19,7 +19,7 @@ import difflib
 from collections.abc import Collection, Mapping
 from typing import Any, cast
 
-from http_resilience._strategies.standard import (
+from http_resilience._pipelines.standard import (
     HttpResilienceOptions,
     client_variables,
     env_client_name,

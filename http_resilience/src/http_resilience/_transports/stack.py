@@ -1,7 +1,7 @@
 """The order of the web middlewares, checked first in each one's ``__call__``.
 
-The table, the message and the scope key are in `_stack_order`, a copy of
-``tools/primitives/stack_order.py`` that `mediator` keeps too: neither package
+The table, the message and the scope key are in `_primitives.stack_order`, a copy
+of ``tools/primitives/stack_order.py`` that `mediator` keeps too: neither package
 imports the other.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from http_resilience._transports._stack_order import misplaced
+from http_resilience._primitives.stack_order import misplaced
 
 __all__ = ["MiddlewareOrderError", "enter_stack", "entered"]
 

@@ -16,8 +16,12 @@ from contextlib import ExitStack
 from http import HTTPStatus
 from typing import Any, TypeVar, cast
 
+from http_resilience._core.correlation import (
+    correlation_id,
+    inbound_correlation_id,
+    new_correlation_id,
+)
 from http_resilience._core.deadline import DEADLINE_HEADER, deadline_scope
-from http_resilience._core.durations import DurationInput
 from http_resilience._core.nested import (
     RETRY_ATTEMPT_HEADER,
     RETRY_EXHAUSTED_HEADER,
@@ -25,14 +29,10 @@ from http_resilience._core.nested import (
     caller_attempt_scope,
     downstream_scope,
 )
+from http_resilience._primitives.durations import DurationInput
+from http_resilience._primitives.wsgi_context import serve_in_context
 from http_resilience._transports.asgi import problem_for
-from http_resilience._transports.correlation import (
-    DEFAULT_CORRELATION_HEADER,
-    correlation_id,
-    inbound_correlation_id,
-    new_correlation_id,
-)
-from http_resilience._transports.wsgi_in_context import serve_in_context
+from http_resilience._transports.correlation import DEFAULT_CORRELATION_HEADER
 from http_resilience._transports.wsgi_inbound import (
     checked_limits,
     checked_trusted,

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, Final, cast
 
-from http_resilience._core.durations import in_seconds, read_duration
 from http_resilience._core.raw_headers import is_token
+from http_resilience._primitives.durations import in_seconds, read_duration
 
 __all__ = [
     "MAX_ATTEMPT",

@@ -23,15 +23,16 @@ from http_resilience._core.classify import (
     Backoff,
     Classifier,
 )
-from http_resilience._core.config_sections import check_sections
-from http_resilience._core.durations import Duration, DurationInput, in_seconds
 from http_resilience._core.fields import Count, Methods, Ratio, RatioOrOff, StatusCodes
+from http_resilience._core.host_registry import DEFAULT_MAXIMUM_HOSTS
 from http_resilience._core.nested import NestedRetries
+from http_resilience._primitives.backoff import delays_problem
+from http_resilience._primitives.config import check_sections, mapping, section
+from http_resilience._primitives.durations import Duration, DurationInput, in_seconds
 from http_resilience._strategies.breaker import (
     DEFAULT_BREAK_DURATION,
     DEFAULT_BREAKER_PER_HOST,
     DEFAULT_FAILURE_RATIO,
-    DEFAULT_MAXIMUM_HOSTS,
     DEFAULT_MINIMUM_THROUGHPUT,
     DEFAULT_SAMPLING_DURATION,
     BreakerOptions,
@@ -284,11 +285,9 @@ class HttpResilienceOptions(BaseModel):
                 f"attempt_timeout ({in_seconds(self.attempt_timeout)}) must be less "
                 f"than total_request_timeout ({in_seconds(self.total_request_timeout)})"
             )
-        if self.base_delay > self.max_delay:
-            problems.append(
-                f"base_delay ({in_seconds(self.base_delay)}) must be at most "
-                f"max_delay ({in_seconds(self.max_delay)})"
-            )
+        delays = delays_problem(self.base_delay, self.max_delay)
+        if delays is not None:
+            problems.append(delays)
         if self.sampling_duration < 2 * self.attempt_timeout:
             problems.append(
                 f"sampling_duration ({in_seconds(self.sampling_duration)}) must be at "
@@ -355,10 +354,10 @@ class HttpResilienceOptions(BaseModel):
         """
         check_sections(config)
         where = f"HTTP client {client!r}: "
-        section = _section(config or {}, cls.SECTION, where)
-        values: dict[str, Any] = {k: v for k, v in section.items() if k != _CLIENTS}
-        clients = _mapping(
-            section.get(_CLIENTS, {}), f"{cls.SECTION}.{_CLIENTS}", where
+        found = section(config or {}, cls.SECTION, prefix=where)
+        values: dict[str, Any] = {k: v for k, v in found.items() if k != _CLIENTS}
+        clients = mapping(
+            found.get(_CLIENTS, {}), f"{cls.SECTION}.{_CLIENTS}", prefix=where
         )
         own_section = clients.get(client, {})
         if not isinstance(own_section, Mapping):
@@ -549,21 +548,6 @@ def client_variables(environment: Mapping[str, str]) -> Iterator[tuple[str, str]
         split = _split_variable(name)
         if split is not None and split[0] is not None:
             yield name, split[0]
-
-
-def _mapping(found: object, where: str, prefix: str) -> Mapping[str, Any]:
-    if not isinstance(found, Mapping):
-        raise TypeError(f"{prefix}configuration section {where!r} is not a mapping")
-    return cast("Mapping[str, Any]", found)
-
-
-def _section(config: Mapping[str, Any], dotted: str, prefix: str) -> Mapping[str, Any]:
-    found: Mapping[str, Any] = _mapping(config, "(root)", prefix)
-    path: list[str] = []
-    for part in dotted.split("."):
-        path.append(part)
-        found = _mapping(found.get(part, {}), ".".join(path), prefix)
-    return found
 
 
 def _naming(

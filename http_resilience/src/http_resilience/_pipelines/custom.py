@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from http_resilience._core.builder import StepOptions, async_only
-from http_resilience._core.durations import DurationInput
+from http_resilience._primitives.durations import DurationInput
 from http_resilience._strategies.breaker import BreakerOptions
 from http_resilience._strategies.budget import RetryBudgetOptions
 from http_resilience._strategies.hedging import HedgingOptions
