@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from mediator import Query, QueryHandler
-from mediator._compiler import collector_paused
+from mediator._dispatch.compiler import collector_paused
 from tests.mediator.support import build
 
 

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import doctest
-
 import pytest
 
 from mediator import correlation_id, current_correlation_id
+from tests.support.written_in import run_examples
 
 REFUSED = (
     "a correlation id is 1 to 200 visible ASCII characters without spaces or commas"
@@ -71,7 +70,7 @@ def test_an_id_that_is_no_string_is_a_type_error(value: object) -> None:
 
 
 def test_the_docstring_examples_run() -> None:
-    import mediator._context
+    import mediator._core.context
 
-    result = doctest.testmod(mediator._context)
+    result = run_examples(mediator._core.context)
     assert (result.attempted > 0, result.failed) == (True, 0)

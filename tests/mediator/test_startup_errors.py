@@ -297,7 +297,7 @@ def test_a_handler_needing_the_http_factory_without_its_module_fails_at_build() 
     assert str(raised.value) == (
         f"handler ClientsHandler (module {__name__}) for Lookup (module "
         f"{__name__}): parameter 'clients' of ClientsHandler needs "
-        "HttpClientFactory (module http_resilience._transports.factory), which "
+        "HttpClientFactory (module http_resilience), which "
         "only a module provides, and none bound it (ClientsHandler -> "
         "HttpClientFactory); add HttpClientsModule(...) from "
         "http_resilience.injector to the Injector's modules"

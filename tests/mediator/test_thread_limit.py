@@ -1,6 +1,6 @@
 """At most `THREAD_LIMIT` worker threads are busy at once; the next send waits.
 
-The limit is lowered for a test by giving `mediator._threads` a fresh set of
+The limit is lowered for a test by giving `mediator._core.threads` a fresh set of
 slots. Nothing here measures time: handlers block on events the test sets,
 and the queue of the slots says who waits. A send that waits for a thread it
 can never get would hang: the waits are bounded (`WAIT`), so a broken limit
@@ -25,10 +25,10 @@ from mediator import (
     NotificationHandler,
     Query,
     QueryHandler,
-    _threads,
     request_scope,
 )
-from mediator._threads import MAX_IDLE_LANES, THREAD_LIMIT, Slots
+from mediator._core import threads as _threads
+from mediator._core.threads import MAX_IDLE_LANES, THREAD_LIMIT, Slots
 from tests.mediator.support import build
 
 pytestmark = pytest.mark.anyio

@@ -5,17 +5,43 @@ send runs through the behaviors that apply to its type. Handlers and behaviors
 are built by `injector`.
 """
 
-from mediator._audit import (
+from mediator._behaviors.audit import (
     AuditBehavior,
     AuditRecord,
     AuditSink,
     LoggingAuditSink,
     Sensitive,
 )
-from mediator._authorization import AuthorizationBehavior, Policy, authorize
-from mediator._behavior import Behavior, Next, StreamNext, SyncNext
-from mediator._clock import Clock, SystemClock, SystemWallClock, WallClock
-from mediator._context import (
+from mediator._behaviors.authorization import AuthorizationBehavior, Policy, authorize
+from mediator._behaviors.idempotency.behavior import (
+    IdempotencyBehavior,
+    IdempotencyOptions,
+)
+from mediator._behaviors.idempotency.marker import (
+    current_idempotency_key,
+    derive_idempotency_key,
+    idempotency_key,
+    idempotent,
+    is_replay,
+)
+from mediator._behaviors.idempotency.store import (
+    AsyncIdempotencyStore,
+    Claim,
+    IdempotencyStore,
+    StoredOutcome,
+)
+from mediator._behaviors.transaction.behavior import (
+    AsyncUnitOfWork,
+    TransactionBehavior,
+    UnitOfWork,
+    in_unit_of_work,
+    is_transactional,
+    transactional,
+)
+from mediator._behaviors.validation import ValidationBehavior, Validator
+from mediator._core.behavior import Behavior, Next, StreamNext, SyncNext
+from mediator._core.clock import Clock, SystemClock, SystemWallClock, WallClock
+from mediator._core.context import (
     ContextPrincipalProvider,
     Principal,
     PrincipalProvider,
@@ -24,7 +50,7 @@ from mediator._context import (
     current_correlation_id,
     current_principal,
 )
-from mediator._errors import (
+from mediator._core.errors import (
     BusinessRuleError,
     ConfigurationError,
     ConflictError,
@@ -43,46 +69,23 @@ from mediator._errors import (
     UnresolvableDependencyError,
     ValidationError,
 )
-from mediator._handlers import (
+from mediator._core.handlers import (
     CommandHandler,
     NotificationHandler,
     QueryHandler,
     RequestHandler,
     StreamHandler,
 )
-from mediator._idempotency import (
-    current_idempotency_key,
-    derive_idempotency_key,
-    idempotency_key,
-    idempotent,
-    is_replay,
-)
-from mediator._idempotency_behavior import IdempotencyBehavior, IdempotencyOptions
-from mediator._idempotency_store import (
-    AsyncIdempotencyStore,
-    Claim,
-    IdempotencyStore,
-    StoredOutcome,
-)
-from mediator._mediator import Mediator
-from mediator._module import (
+from mediator._core.requests import Command, Notification, Query, Request, StreamQuery
+from mediator._core.scope import RequestScope, at_scope_exit, request_scope
+from mediator._core.stage import Stage
+from mediator._dispatch.mediator import Mediator
+from mediator._dispatch.module import (
     BehaviorRegistration,
     MediatorConfig,
     MediatorModule,
     register_behavior,
 )
-from mediator._requests import Command, Notification, Query, Request, StreamQuery
-from mediator._scope import RequestScope, at_scope_exit, request_scope
-from mediator._stage import Stage
-from mediator._transaction import (
-    AsyncUnitOfWork,
-    TransactionBehavior,
-    UnitOfWork,
-    in_unit_of_work,
-    is_transactional,
-    transactional,
-)
-from mediator._validation import ValidationBehavior, Validator
 
 __all__ = [
     "AsyncIdempotencyStore",
@@ -164,3 +167,7 @@ __all__ = [
     "request_scope",
     "transactional",
 ]
+
+from mediator._primitives.public_names import publish as _publish
+
+_publish(__name__, __all__)

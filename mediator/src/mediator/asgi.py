@@ -36,3 +36,7 @@ __all__ = [
     "MiddlewareOrderError",
     "RequestContextMiddleware",
 ]
+
+from mediator._primitives.public_names import publish as _publish
+
+_publish(__name__, __all__)

@@ -50,9 +50,9 @@ from typing import Any, ClassVar, Final, Protocol, TypeAlias
 from opentelemetry import metrics, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from mediator._behavior import Next, SyncNext
-from mediator._clock import Clock, SystemClock
-from mediator._errors import (
+from mediator._core.behavior import Next, SyncNext
+from mediator._core.clock import Clock, SystemClock
+from mediator._core.errors import (
     BusinessRuleError,
     ConflictError,
     DomainError,
@@ -61,7 +61,7 @@ from mediator._errors import (
     TransientDatabaseError,
     ValidationError,
 )
-from mediator._stage import Stage
+from mediator._core.stage import Stage
 
 __all__ = [
     "DURATION_BUCKETS",
@@ -353,3 +353,8 @@ def _checked(provider: object, kind: type[object], argument: str) -> None:
             f"{argument} must be an OpenTelemetry {kind.__name__} or None, "
             f"got {type(provider).__name__}"
         )
+
+
+from mediator._primitives.public_names import publish as _publish  # noqa: E402
+
+_publish(__name__, __all__)

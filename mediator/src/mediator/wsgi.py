@@ -21,12 +21,16 @@ Example:
     >>> wrapped = RequestContextMiddleware(DomainErrorMiddleware(app))
 """
 
-from mediator._asgi.stack import MiddlewareOrderError
 from mediator._wsgi.domain_errors import DomainErrorMiddleware
 from mediator._wsgi.request_context import RequestContextMiddleware
+from mediator.asgi import MiddlewareOrderError
 
 __all__ = [
     "DomainErrorMiddleware",
     "MiddlewareOrderError",
     "RequestContextMiddleware",
 ]
+
+from mediator._primitives.public_names import publish as _publish
+
+_publish(__name__, __all__)

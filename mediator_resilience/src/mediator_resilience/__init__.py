@@ -7,11 +7,11 @@ never imports httpx, `http_resilience` or SQLAlchemy.
 """
 
 from mediator_resilience._behavior import RetryBehavior
-from mediator_resilience._clock import Clock, SystemClock
 from mediator_resilience._events import RetryEvent, RetryListener
 from mediator_resilience._marker import is_retryable, retryable
 from mediator_resilience._module import ResilienceMediatorModule
 from mediator_resilience._options import ResilienceMediatorOptions
+from mediator_resilience._primitives.clock import Clock, SystemClock
 from mediator_resilience._transient import is_transient_failure
 
 __all__ = [
@@ -26,3 +26,7 @@ __all__ = [
     "is_transient_failure",
     "retryable",
 ]
+
+from mediator_resilience._primitives.public_names import publish as _publish
+
+_publish(__name__, __all__)

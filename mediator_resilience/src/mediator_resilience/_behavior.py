@@ -18,12 +18,13 @@ from mediator import (
     current_correlation_id,
     in_unit_of_work,
 )
-from mediator_resilience._clock import Clock
-from mediator_resilience._durations import MAX_DURATION
 from mediator_resilience._events import RetryEvent, RetryListener
 from mediator_resilience._marker import is_retryable
 from mediator_resilience._options import ResilienceMediatorOptions
-from mediator_resilience._testing_mode import retries_allowed, testing_wait
+from mediator_resilience._primitives.backoff import jitter_factor
+from mediator_resilience._primitives.clock import Clock
+from mediator_resilience._primitives.durations import MAX_DURATION
+from mediator_resilience._primitives.testing_mode import retries_allowed, testing_wait
 from mediator_resilience._transient import asked_wait, is_cancellation
 
 if TYPE_CHECKING:
@@ -244,7 +245,7 @@ class RetryBehavior:
             # failure goes up now, as an HTTP wait past the deadline does.
             return None
         use_jitter = self._options.use_jitter
-        jitter = 0.5 + self._random() / 2 if use_jitter else 1.0
+        jitter = jitter_factor(self._random()) if use_jitter else 1.0
         delay = self._options.delay_before(attempt, jitter)
         if asked is not None and asked > delay:
             # Never less than asked. With jitter, the backoff goes on top:

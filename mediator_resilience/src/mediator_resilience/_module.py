@@ -10,13 +10,13 @@ from injector import Binder, Module
 
 from mediator import ConfigurationError, register_behavior
 from mediator_resilience._behavior import RetryBehavior, RetryTools
-from mediator_resilience._clock import Clock, SystemClock
-from mediator_resilience._config_sections import check_sections
 from mediator_resilience._events import RetryListener
 from mediator_resilience._options import (
     ResilienceMediatorOptions,
     apply_environment,
 )
+from mediator_resilience._primitives.clock import Clock, SystemClock
+from mediator_resilience._primitives.config import check_sections
 
 __all__ = ["ResilienceMediatorModule"]
 
@@ -38,7 +38,8 @@ class ResilienceMediatorModule(Module):
         clock: Where waits happen; `SystemClock` by default, `FakeClock` in tests.
         random: Returns a float in [0, 1) for the jitter; default a fresh
             `random.Random`'s `random`. The same parameter as in
-            `http_resilience` (`StreamRetryOptions`, the transports).
+            `http_resilience` (`StreamRetryOptions`, the transports): a draw
+            outside [0, 1) ends the retry with a `ValueError` naming it.
         rng: The older way to give the jitter source: a `random.Random`, whose
             `random` is used. Give `random` or `rng`, not both.
         listeners: Called with a `RetryEvent` before every wait.

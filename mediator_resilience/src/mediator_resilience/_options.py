@@ -16,8 +16,9 @@ from pydantic import (
     model_validator,
 )
 
-from mediator_resilience._config_sections import check_sections
-from mediator_resilience._durations import Duration, DurationInput, in_seconds
+from mediator_resilience._primitives.backoff import check_delays, exponential
+from mediator_resilience._primitives.config import check_sections, section
+from mediator_resilience._primitives.durations import Duration, DurationInput
 from mediator_resilience._transient import is_transient_failure
 
 __all__ = [
@@ -108,11 +109,7 @@ class ResilienceMediatorOptions(BaseModel):
 
     @model_validator(mode="after")
     def _check_delays(self) -> Self:
-        if self.base_delay > self.max_delay:
-            raise ValueError(
-                f"base_delay ({in_seconds(self.base_delay)}) must not exceed "
-                f"max_delay ({in_seconds(self.max_delay)})"
-            )
+        check_delays(self.base_delay, self.max_delay)
         return self
 
     def delay_before(self, retry: int, jitter: float = 1.0) -> float:
@@ -121,10 +118,9 @@ class ResilienceMediatorOptions(BaseModel):
         `jitter` is the random factor in [0.5, 1) when `use_jitter` is set; it
         is ignored otherwise.
         """
-        # The exponent is capped so that a huge attempt count cannot overflow;
-        # the cap on the delay applies long before.
-        exponential = self.base_delay.total_seconds() * 2.0 ** min(retry - 1, 1023)
-        capped = min(exponential, self.max_delay.total_seconds())
+        capped = exponential(
+            self.base_delay.total_seconds(), retry, cap=self.max_delay.total_seconds()
+        )
         return capped * jitter if self.use_jitter else capped
 
     @classmethod
@@ -158,7 +154,7 @@ class ResilienceMediatorOptions(BaseModel):
             5
         """
         check_sections(config)
-        values: dict[str, Any] = dict(_section(config or {}, cls.SECTION))
+        values: dict[str, Any] = dict(section(config or {}, cls.SECTION))
         return _validated(cls, values, _from_environment(environ))
 
 
@@ -223,18 +219,3 @@ def _validated(
             error.add_note(f"read from environment variable {', '.join(blamed)}")
             raise error from None
         raise renamed from None
-
-
-def _section(config: Mapping[str, Any], dotted: str) -> Mapping[str, Any]:
-    found: object = config
-    path: list[str] = []
-    for part in dotted.split("."):
-        path.append(part)
-        if not isinstance(found, Mapping):
-            raise TypeError(
-                f"configuration section {'.'.join(path[:-1])!r} is not a mapping"
-            )
-        found = cast("Mapping[str, object]", found).get(part, {})
-    if not isinstance(found, Mapping):
-        raise TypeError(f"configuration section {dotted!r} is not a mapping")
-    return cast("Mapping[str, Any]", found)

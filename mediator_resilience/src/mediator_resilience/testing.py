@@ -18,8 +18,16 @@ Example:
     True
 """
 
-from mediator_resilience._clock import FakeClock
-from mediator_resilience._recorder import EventRecorder
-from mediator_resilience._testing_mode import TestingScope, is_testing, set_testing
+from mediator_resilience._primitives.clock import FakeClock
+from mediator_resilience._primitives.recorder import EventRecorder
+from mediator_resilience._primitives.testing_mode import (
+    TestingScope,
+    is_testing,
+    set_testing,
+)
 
 __all__ = ["EventRecorder", "FakeClock", "TestingScope", "is_testing", "set_testing"]
+
+from mediator_resilience._primitives.public_names import publish as _publish
+
+_publish(__name__, __all__)

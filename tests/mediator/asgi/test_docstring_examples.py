@@ -7,6 +7,8 @@ import importlib
 
 import pytest
 
+from tests.support.written_in import run_examples
+
 MODULES = [
     "mediator.asgi",
     "mediator._asgi.domain_errors",
@@ -18,7 +20,7 @@ MODULES = [
 @pytest.mark.parametrize("name", MODULES)
 def test_docstring_examples(name: str) -> None:
     module = importlib.import_module(name)
-    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+    result = run_examples(module, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0
     assert result.failed == 0
 

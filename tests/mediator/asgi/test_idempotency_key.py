@@ -28,7 +28,7 @@ from mediator import (
     TransientDatabaseError,
     current_idempotency_key,
 )
-from mediator._idempotency import ScopeMode, scope_of
+from mediator._behaviors.idempotency.marker import ScopeMode, scope_of
 from mediator.asgi import (
     DomainErrorMiddleware,
     IdempotencyKeyMiddleware,

@@ -1,6 +1,6 @@
 """An in-memory idempotency store and unit of work, sharing one fake database.
 
-The store keeps the contract of `mediator._idempotency_store`: `claim`,
+The store keeps the contract of `mediator._behaviors.idempotency.store`: `claim`,
 `finish`, `release` and `purge_expired` write at once (a transaction of their
 own); `complete` writes into the open transaction of the unit of work, and
 refuses to run outside one; a lease that expired is taken over under a new
@@ -28,8 +28,8 @@ from mediator import (
     UnitOfWork,
     WallClock,
 )
-from mediator._audit import AuditRecord
-from mediator._idempotency_store import AwaitedStore
+from mediator._behaviors.audit import AuditRecord
+from mediator._behaviors.idempotency.store import AwaitedStore
 
 
 class FakeWallClock:

@@ -34,7 +34,7 @@ from mediator import (
     idempotent,
     is_replay,
 )
-from mediator._idempotency import ScopeMode, scope_of
+from mediator._behaviors.idempotency.marker import ScopeMode, scope_of
 from tests.mediator.idempotency.fakes import World
 from tests.mediator.idempotency.shop import (
     HANDLERS,
@@ -158,7 +158,7 @@ async def test_a_key_still_running_is_a_conflict(world: World, path: Path) -> No
 
 
 def _fingerprint_of(request: Charge) -> str:
-    from mediator._fingerprint import fingerprint
+    from mediator._behaviors.idempotency.fingerprint import fingerprint
 
     return fingerprint(request, exclude="request_id")
 

@@ -14,7 +14,11 @@ from hypothesis import strategies as st
 from pydantic import SecretBytes, SecretStr
 
 from mediator import Command, Sensitive
-from mediator._fingerprint import canonical_number, canonical_text, fingerprint
+from mediator._behaviors.idempotency.fingerprint import (
+    canonical_number,
+    canonical_text,
+    fingerprint,
+)
 
 
 class Bag(Command[None]):

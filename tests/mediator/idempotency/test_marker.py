@@ -24,8 +24,12 @@ from mediator import (
     idempotency_key,
     idempotent,
 )
-from mediator._idempotency import is_idempotent, key_field_of, key_of
-from mediator._idempotency_outcome import Outcomes, error_outcome, rebuild_error
+from mediator._behaviors.idempotency.marker import is_idempotent, key_field_of, key_of
+from mediator._behaviors.idempotency.outcome import (
+    Outcomes,
+    error_outcome,
+    rebuild_error,
+)
 
 
 @idempotent

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mediator import Principal
-from mediator._idempotency import ScopeMode, scope_of
+from mediator._behaviors.idempotency.marker import ScopeMode, scope_of
 
 CHARGE = (("command", "shop:Charge"),)
 

@@ -29,6 +29,7 @@ from mediator import (
 from mediator.otel import TELEMETRY, TelemetryBehavior, outcome_class
 from tests.mediator.support import build
 from tests.support.otel import Recorded, parent_id, recorded, span_id
+from tests.support.written_in import run_examples
 
 pytestmark = pytest.mark.anyio
 
@@ -262,6 +263,6 @@ def test_outcome_classes() -> None:
 
 
 def test_the_docstring_examples_run() -> None:
-    result = doctest.testmod(mediator.otel, optionflags=doctest.ELLIPSIS)
+    result = run_examples(mediator.otel, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0
     assert result.failed == 0

@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
-from mediator._idempotency_store import (
+from mediator._behaviors.idempotency.store import (
     AsyncIdempotencyStore,
     AwaitedStore,
     Claim,

@@ -3,7 +3,6 @@ the stores refuse wrong arguments when built; the public names are pinned."""
 
 from __future__ import annotations
 
-import doctest
 import importlib
 import types
 from collections.abc import Callable, Iterator
@@ -27,13 +26,13 @@ from mediator import (
     MediatorModule,
     transactional,
 )
-from mediator._idempotency_store import (
+from mediator._behaviors.idempotency.store import (
     AsyncIdempotencyStore,
     Claim,
     IdempotencyStore,
     StoredOutcome,
 )
-from mediator._scope import enter_scope
+from mediator._core.scope import enter_scope
 from mediator.sqlalchemy import (
     AsyncSqlAlchemyIdempotencyStore,
     SqlAlchemyIdempotencyStore,
@@ -54,6 +53,7 @@ from tests.mediator.sqlalchemy.idempotency_db import (
     claim,
     effects,
 )
+from tests.support.written_in import run_examples
 
 pytestmark = pytest.mark.anyio
 
@@ -281,12 +281,12 @@ def test_the_public_names_are_pinned() -> None:
 @pytest.mark.parametrize(
     "name",
     [
-        "mediator.sqlalchemy._idempotency_store",
-        "mediator.sqlalchemy._idempotency_store_sync",
-        "mediator.sqlalchemy._idempotency_table",
+        "mediator.sqlalchemy._idempotency.store",
+        "mediator.sqlalchemy._idempotency.store_sync",
+        "mediator.sqlalchemy._idempotency.table",
     ],
 )
 def test_docstring_examples(name: str) -> None:
-    result = doctest.testmod(importlib.import_module(name))
+    result = run_examples(importlib.import_module(name))
     assert result.attempted > 0
     assert result.failed == 0

@@ -23,7 +23,7 @@ from mediator import (
     is_replay,
     transactional,
 )
-from mediator._idempotency import ScopeMode
+from mediator._behaviors.idempotency.marker import ScopeMode
 from mediator.sqlalchemy import SqlAlchemyModule, idempotency_table
 from tests.mediator.sqlalchemy.idempotency_db import Backend, effects
 

@@ -18,7 +18,7 @@ import pytest
 
 from mediator import Principal, current_principal
 from mediator._asgi.types import Message, Receive, Scope, Send
-from mediator._idempotency import ScopeMode
+from mediator._behaviors.idempotency.marker import ScopeMode
 from mediator.asgi import (
     DomainErrorMiddleware,
     IdempotencyKeyMiddleware,

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from mediator import TransientDatabaseError
-from mediator._idempotency_store import (
+from mediator._behaviors.idempotency.store import (
     AsyncIdempotencyStore,
     Claim,
     IdempotencyStore,

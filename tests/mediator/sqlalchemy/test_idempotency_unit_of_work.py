@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 
 from mediator import ConflictError
-from mediator._idempotency_store import Claim
+from mediator._behaviors.idempotency.store import Claim
 from mediator.sqlalchemy import (
     AsyncSqlAlchemyIdempotencyStore,
     AsyncSqlAlchemyUnitOfWork,

@@ -12,7 +12,6 @@ aiosqlite (tasks on the event loop).
 from __future__ import annotations
 
 import asyncio
-import doctest
 import gc
 import importlib
 import sqlite3
@@ -51,6 +50,7 @@ from tests.mediator.sqlalchemy.idempotency_db import (
     RETENTION,
     SCOPE,
 )
+from tests.support.written_in import run_examples
 
 pytestmark = pytest.mark.anyio
 
@@ -560,6 +560,6 @@ async def test_a_late_send_still_releases_and_finishes_its_claim(
     ],
 )
 def test_docstring_examples(name: str) -> None:
-    result = doctest.testmod(importlib.import_module(name))
+    result = run_examples(importlib.import_module(name))
     assert result.attempted > 0
     assert result.failed == 0

@@ -23,8 +23,8 @@ from mediator._asgi.types import (
     check_challenge,
     send_problem,
 )
-from mediator._context import current_principal
-from mediator._errors import FieldError
+from mediator._core.context import current_principal
+from mediator._core.errors import FieldError
 
 __all__ = ["DEFAULT_RETRY_AFTER", "DomainErrorMiddleware"]
 

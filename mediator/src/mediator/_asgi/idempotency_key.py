@@ -28,21 +28,21 @@ from mediator._asgi.types import (
     check_header_name,
     send_problem,
 )
-from mediator._clock import utc_now
-from mediator._context import Principal, current_principal
-from mediator._errors import ConfigurationError, TransientDatabaseError
-from mediator._idempotency import ScopeMode, idempotency_key, scope_of
-from mediator._idempotency_behavior import (
+from mediator._behaviors.idempotency.behavior import (
     DEFAULT_LEASE,
     DEFAULT_RETENTION,
     DEFAULT_SCOPE,
     MAX_RETENTION,
 )
-from mediator._idempotency_store import (
+from mediator._behaviors.idempotency.marker import ScopeMode, idempotency_key, scope_of
+from mediator._behaviors.idempotency.store import (
     MAX_KEY_LENGTH,
     AsyncIdempotencyStore,
     StoredOutcome,
 )
+from mediator._core.clock import utc_now
+from mediator._core.context import Principal, current_principal
+from mediator._core.errors import ConfigurationError, TransientDatabaseError
 
 __all__ = [
     "DEFAULT_IDEMPOTENCY_HEADER",

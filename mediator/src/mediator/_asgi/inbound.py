@@ -14,7 +14,7 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
-from mediator._context import Principal, is_correlation_id
+from mediator._core.context import Principal, is_correlation_id
 
 __all__ = [
     "checked_principal",

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Final, cast
 
-from mediator._errors import (
+from mediator._core.errors import (
     BusinessRuleError,
     ConflictError,
     DeadlineExceededError,

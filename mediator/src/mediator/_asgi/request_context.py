@@ -10,7 +10,6 @@ from collections.abc import Awaitable, Callable
 from contextlib import ExitStack
 from typing import Final, cast
 
-from mediator._asgi._stack_order import STACK_SCOPE_KEY
 from mediator._asgi.inbound import (
     checked_principal,
     checked_trusted,
@@ -31,12 +30,13 @@ from mediator._asgi.types import (
     check_header_name,
     send_problem,
 )
-from mediator._context import (
+from mediator._core.context import (
     MAX_CORRELATION_LENGTH,
     Principal,
     acting_as,
     correlation_id,
 )
+from mediator._primitives.stack_order import STACK_SCOPE_KEY
 
 __all__ = [
     "DEFAULT_CORRELATION_HEADER",

@@ -1,15 +1,15 @@
 """The order of the web middlewares, checked first in each one's ``__call__``.
 
-The table, the message and the scope key are in `_stack_order`, a copy of
-``tools/primitives/stack_order.py`` that `http_resilience` keeps too: neither
+The table, the message and the scope key are in `_primitives.stack_order`, a copy
+of ``tools/primitives/stack_order.py`` that `http_resilience` keeps too: neither
 package imports the other.
 """
 
 from __future__ import annotations
 
-from mediator._asgi._stack_order import misplaced
 from mediator._asgi.types import Receive, Scope, Send
-from mediator._errors import ConfigurationError
+from mediator._core.errors import ConfigurationError
+from mediator._primitives.stack_order import misplaced
 
 __all__ = ["MiddlewareOrderError", "enter_stack", "entered"]
 

@@ -14,7 +14,7 @@ from mediator._asgi.problems import (
     problem_parts,
 )
 from mediator._asgi.types import PRINCIPAL_SCOPE_KEY, check_challenge
-from mediator._context import current_principal
+from mediator._core.context import current_principal
 from mediator._wsgi.types import (
     StartResponse,
     WSGIApplication,

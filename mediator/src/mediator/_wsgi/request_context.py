@@ -10,7 +10,6 @@ from collections.abc import Callable, Iterable
 from contextlib import ExitStack
 from typing import Any, Final, cast
 
-from mediator._asgi._stack_order import STACK_SCOPE_KEY
 from mediator._asgi.inbound import (
     checked_principal,
     checked_trusted,
@@ -20,8 +19,9 @@ from mediator._asgi.inbound import (
 )
 from mediator._asgi.problems import INTERNAL_ERROR, log_unhandled
 from mediator._asgi.types import PRINCIPAL_SCOPE_KEY, check_header_name
-from mediator._context import Principal, acting_as, correlation_id
-from mediator._wsgi.in_context import serve_in_context
+from mediator._core.context import Principal, acting_as, correlation_id
+from mediator._primitives.stack_order import STACK_SCOPE_KEY
+from mediator._primitives.wsgi_context import serve_in_context
 from mediator._wsgi.types import (
     StartResponse,
     WSGIApplication,

@@ -8,11 +8,11 @@ store (`SqlAlchemyIdempotencyStore`, on `idempotency_table`) that
 """
 
 from mediator.sqlalchemy._errors import translate_error
-from mediator.sqlalchemy._idempotency_store import (
+from mediator.sqlalchemy._idempotency.store import (
     AsyncSqlAlchemyIdempotencyStore,
     SqlAlchemyIdempotencyStore,
 )
-from mediator.sqlalchemy._idempotency_table import (
+from mediator.sqlalchemy._idempotency.table import (
     acreate_idempotency_table,
     create_idempotency_table,
     idempotency_table,
@@ -38,3 +38,7 @@ __all__ = [
     "prepare_sqlite",
     "translate_error",
 ]
+
+from mediator._primitives.public_names import publish as _publish
+
+_publish(__name__, __all__)

@@ -6,7 +6,7 @@ import sqlite3
 
 from sqlalchemy import exc
 
-from mediator._errors import ConflictError, TransientDatabaseError
+from mediator._core.errors import ConflictError, TransientDatabaseError
 
 __all__ = ["is_sqlite_busy", "translate_error"]
 

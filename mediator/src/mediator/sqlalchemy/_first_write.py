@@ -32,7 +32,7 @@ from typing import Any, Final, cast
 
 from sqlalchemy import Connection, Engine, event
 
-from mediator._errors import DeadlineExceededError
+from mediator._core.errors import DeadlineExceededError
 
 __all__ = [
     "AT_FIRST_STATEMENT",

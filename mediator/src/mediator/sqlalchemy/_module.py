@@ -15,11 +15,14 @@ from sqlalchemy.ext.asyncio import (
 )
 from sqlalchemy.orm import Session, sessionmaker
 
-from mediator._idempotency_store import AsyncIdempotencyStore, IdempotencyStore
-from mediator._scope import RequestScope, at_scope_exit
-from mediator._transaction import AsyncUnitOfWork, UnitOfWork
+from mediator._behaviors.idempotency.store import (
+    AsyncIdempotencyStore,
+    IdempotencyStore,
+)
+from mediator._behaviors.transaction.behavior import AsyncUnitOfWork, UnitOfWork
+from mediator._core.scope import RequestScope, at_scope_exit
 from mediator.sqlalchemy._first_write import REMAINING_TIME, RemainingTime
-from mediator.sqlalchemy._idempotency_store import (
+from mediator.sqlalchemy._idempotency.store import (
     AsyncSqlAlchemyIdempotencyStore,
     SqlAlchemyIdempotencyStore,
 )

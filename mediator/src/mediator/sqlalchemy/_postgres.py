@@ -8,7 +8,7 @@ from sqlalchemy import Connection, Engine, event
 from sqlalchemy.engine import ExceptionContext
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from mediator._errors import DeadlineExceededError
+from mediator._core.errors import DeadlineExceededError
 from mediator.sqlalchemy._first_write import (
     AT_FIRST_STATEMENT,
     FIRST_WRITE,

@@ -10,7 +10,7 @@ from typing import Any, Final, cast
 from sqlalchemy import Connection, Engine, event, exc, util
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from mediator._errors import DeadlineExceededError
+from mediator._core.errors import DeadlineExceededError
 from mediator.sqlalchemy._errors import is_sqlite_busy
 from mediator.sqlalchemy._first_write import (
     FIRST_WRITE,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from injector import inject
 from sqlalchemy.ext.asyncio import AsyncSession, AsyncSessionTransaction
 
-from mediator._transaction import AsyncUnitOfWork
+from mediator._behaviors.transaction.behavior import AsyncUnitOfWork
 from mediator.sqlalchemy._errors import translate_error
 from mediator.sqlalchemy._first_write import FIRST_WRITE, REMAINING_TIME
 from mediator.sqlalchemy._unit_of_work_sync import (  # unasync: async-only

@@ -11,7 +11,7 @@ from __future__ import annotations
 from injector import inject
 from sqlalchemy.orm import Session, SessionTransaction
 
-from mediator._transaction import UnitOfWork
+from mediator._behaviors.transaction.behavior import UnitOfWork
 from mediator.sqlalchemy._errors import translate_error
 from mediator.sqlalchemy._first_write import FIRST_WRITE, REMAINING_TIME
 

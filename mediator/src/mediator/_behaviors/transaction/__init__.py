@@ -1,0 +1,1 @@
+"""`@transactional` and `TransactionBehavior`: the behavior, its flow, its drivers."""

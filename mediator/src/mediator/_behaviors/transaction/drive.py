@@ -1,0 +1,47 @@
+"""The async driver of a transactional attempt.
+
+`mediator._behaviors.transaction.behavior` writes an attempt once, as a flow
+of named steps that does no I/O; a driver performs the steps on its path and
+holds no decisions. The sync driver, `drive_sync`, is generated from this
+module by ``tools/unasync.py``: edit this one and run the script.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any
+
+from mediator._core.behavior import Next
+
+if TYPE_CHECKING:
+    from mediator._behaviors.transaction.behavior import AsyncUnitOfWork
+    from mediator._core.scope import Step
+
+__all__ = ["drive_attempt"]
+
+
+async def drive_attempt(
+    flow: Generator[str | Step, Any, Any], unit: AsyncUnitOfWork, next: Next[Any]
+) -> Any:
+    """Perform the flow's steps on the async path; return what the flow returns.
+
+    A step is ``"next"`` (the rest of the chain), the name of a method of
+    `unit`, or a `Step` (completing or releasing idempotency claims), run with
+    its ``arun``. What a step returns is sent back into the flow; what it
+    raises is thrown in.
+    """
+    value: Any = None
+    failure: BaseException | None = None
+    while True:
+        try:
+            step = flow.send(value) if failure is None else flow.throw(failure)
+        except StopIteration as done:
+            return done.value
+        failure = None
+        try:
+            if isinstance(step, str):
+                value = await (next() if step == "next" else getattr(unit, step)())
+            else:
+                value = await step.arun()
+        except BaseException as error:
+            failure = error

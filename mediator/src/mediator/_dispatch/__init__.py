@@ -1,0 +1,1 @@
+"""The mediator itself: routes compiled from handlers and behaviors, sent, published."""

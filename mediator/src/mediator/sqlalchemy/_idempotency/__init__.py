@@ -1,0 +1,1 @@
+"""The SQLAlchemy idempotency stores: table, SQL, the async store and its sync twin."""
