@@ -42,6 +42,8 @@ chaos: venv
 lint: venv
 	$(BIN)/python tools/unasync.py --check
 	$(BIN)/python tools/copy_primitives.py --check
+	$(BIN)/lint-imports tools/layers/http_resilience.ini
+	$(BIN)/lint-imports --config tools/layers/mediator.ini
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy

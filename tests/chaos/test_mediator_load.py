@@ -59,7 +59,9 @@ from mediator import (
     request_scope,
     transactional,
 )
-from mediator._scope import current_scope  # to see it back to empty, not just closed
+from mediator._core.scope import (
+    current_scope,  # to see it back to empty, not just closed
+)
 from mediator_resilience import (
     ResilienceMediatorModule,
     ResilienceMediatorOptions,

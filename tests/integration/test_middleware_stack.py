@@ -23,8 +23,8 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-import http_resilience._transports._stack_order as http_stack
-import mediator._asgi._stack_order as mediator_stack
+import http_resilience._primitives.stack_order as http_stack
+import mediator._primitives.stack_order as mediator_stack
 from http_resilience import ResilienceContextMiddleware, ResilienceErrorMiddleware
 from http_resilience.asgi import MiddlewareOrderError as HttpMiddlewareOrderError
 from mediator import Principal

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from http_resilience._core import durations as http_duration
-from mediator_resilience import _durations as mediator_duration
+from http_resilience._primitives import durations as http_duration
+from mediator_resilience._primitives import durations as mediator_duration
 
 Parser = Callable[[object, str], timedelta]
 

@@ -48,6 +48,7 @@ from http_resilience import (
     resumable_bytes,
 )
 from http_resilience._core.clock import utc_now
+from http_resilience._core.correlation import CORRELATION_EXTENSION
 from http_resilience._core.pipeline import Call, SyncSend
 from http_resilience._core.retry_after import (
     MAX_RETRY_AFTER,
@@ -57,7 +58,6 @@ from http_resilience._core.retry_after import (
 from http_resilience._strategies.retry import RetryDecision
 from http_resilience._streams.download import Download
 from http_resilience._transports.correlation import (
-    CORRELATION_EXTENSION,
     check_header_name,
     correlation_stamp,
 )

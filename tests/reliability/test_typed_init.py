@@ -12,8 +12,6 @@ where the field is a duration.
 from __future__ import annotations
 
 import ast
-import inspect
-import sys
 import textwrap
 from datetime import timedelta
 
@@ -31,6 +29,7 @@ from http_resilience import (
 )
 from http_resilience._strategies.timeout import TimeoutOptions
 from mediator_resilience import ResilienceMediatorOptions
+from tests.support.written_in import class_source, written_in
 
 WITH_DURATIONS = [
     HttpResilienceOptions,
@@ -44,7 +43,7 @@ WITH_DURATIONS = [
 
 
 def declared_init(model: type[pydantic.BaseModel]) -> ast.FunctionDef | None:
-    body = ast.parse(textwrap.dedent(inspect.getsource(model))).body
+    body = ast.parse(textwrap.dedent(class_source(model))).body
     [klass] = body
     assert isinstance(klass, ast.ClassDef)
     for statement in klass.body:
@@ -71,7 +70,7 @@ def test_the_declared_init_takes_every_field_as_the_model_does(
     assert arguments.kwarg is None
     names = [a.arg for a in arguments.kwonlyargs]
     assert names == list(model.model_fields)
-    namespace = vars(sys.modules[model.__module__])
+    namespace = vars(written_in(model))
     for argument, default in zip(
         arguments.kwonlyargs, arguments.kw_defaults, strict=True
     ):
