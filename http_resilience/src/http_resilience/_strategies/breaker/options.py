@@ -1,0 +1,142 @@
+"""The circuit breaker's options and defaults: `BreakerOptions`, its builders."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import timedelta
+from typing import TYPE_CHECKING, ClassVar, Final
+
+import httpx
+from pydantic import (
+    BaseModel,
+    Field,
+)
+
+from http_resilience._core.builder import BuildContext, Placement
+from http_resilience._core.classify import DEFAULT_FAILURE_STATUSES, Classifier
+from http_resilience._core.fields import FROZEN, Count, Ratio, StatusCodes
+from http_resilience._core.host_registry import DEFAULT_MAXIMUM_HOSTS
+from http_resilience._core.pipeline import AsyncHandler, SyncHandler
+from http_resilience._primitives.durations import Duration, DurationInput
+from http_resilience._strategies.breaker.strategy import (
+    AsyncBreaker,
+    BreakerStrategy,
+    SyncBreaker,
+)
+
+__all__ = [
+    "DEFAULT_BREAKER_PER_HOST",
+    "DEFAULT_BREAK_DURATION",
+    "DEFAULT_FAILURE_RATIO",
+    "DEFAULT_MINIMUM_THROUGHPUT",
+    "DEFAULT_SAMPLING_DURATION",
+    "BreakerOptions",
+]
+
+DEFAULT_FAILURE_RATIO: Final = 0.1
+DEFAULT_SAMPLING_DURATION: Final = timedelta(seconds=30)
+DEFAULT_MINIMUM_THROUGHPUT: Final = 100
+DEFAULT_BREAK_DURATION: Final = timedelta(seconds=5)
+DEFAULT_BREAKER_PER_HOST: Final = True
+
+
+class BreakerOptions(BaseModel):
+    """The circuit breaker of a custom pipeline.
+
+    Attributes:
+        failure_ratio: The share of failed attempts within the sampling window
+            that opens the breaker, in (0, 1]. Default 0.1.
+        sampling_duration: The breaker's sliding window. Default 30 s; keep it
+            at least twice the timeout of the attempts it sees.
+        minimum_throughput: Attempts needed in the window before the breaker
+            can open. Default 100.
+        break_duration: How long an open breaker refuses before it lets one
+            probe through. Default 5 s.
+        breaker_per_host: One breaker per scheme, host and port; False shares
+            one breaker between every host. Default True.
+        maximum_hosts: The per-host registry's bound. Default 1024.
+        breaker_on_status: The statuses that count as a failure of the host.
+            Default 408, 429 and every 5xx but 501 and 505. Ints, ranges, or a
+            string such as ``"500-504"``.
+        should_break: Your own say on an attempt's outcome, a response or an
+            exception: True counts it as a failure, False as a success, None
+            leaves it to `breaker_on_status` (and, for an exception, the
+            built-in rule). Never asked about a cancellation, an error the
+            client caused itself or a refusal in this process. Default None.
+
+    Raises:
+        pydantic.ValidationError: On construction, naming every invalid field.
+
+    Example:
+        >>> BreakerOptions(minimum_throughput=5).failure_ratio
+        0.1
+    """
+
+    model_config = FROZEN
+
+    failure_ratio: Ratio = Field(default=DEFAULT_FAILURE_RATIO, gt=0.0, le=1.0)
+    sampling_duration: Duration = Field(
+        default=DEFAULT_SAMPLING_DURATION, gt=timedelta(0)
+    )
+    minimum_throughput: Count = Field(default=DEFAULT_MINIMUM_THROUGHPUT, ge=1)
+    break_duration: Duration = Field(default=DEFAULT_BREAK_DURATION, gt=timedelta(0))
+    breaker_per_host: bool = DEFAULT_BREAKER_PER_HOST
+    maximum_hosts: Count = Field(default=DEFAULT_MAXIMUM_HOSTS, ge=1)
+    breaker_on_status: StatusCodes = DEFAULT_FAILURE_STATUSES
+    should_break: Classifier | None = None
+
+    if TYPE_CHECKING:
+        # Durations in every form pydantic reads; see `HttpResilienceOptions`.
+        def __init__(
+            self,
+            *,
+            failure_ratio: float = DEFAULT_FAILURE_RATIO,
+            sampling_duration: DurationInput = DEFAULT_SAMPLING_DURATION,
+            minimum_throughput: int = DEFAULT_MINIMUM_THROUGHPUT,
+            break_duration: DurationInput = DEFAULT_BREAK_DURATION,
+            breaker_per_host: bool = DEFAULT_BREAKER_PER_HOST,
+            maximum_hosts: int = DEFAULT_MAXIMUM_HOSTS,
+            breaker_on_status: Iterable[int | range | str]
+            | str
+            | int = DEFAULT_FAILURE_STATUSES,
+            should_break: Classifier | None = None,
+        ) -> None: ...
+
+    is_deadline: ClassVar[bool] = False
+    repeats: ClassVar[bool] = False
+
+    @property
+    def label(self) -> str:
+        """``"breaker"``."""
+        return "breaker"
+
+    @property
+    def waits_outside_attempts(self) -> bool:
+        """A breaker never waits."""
+        return False
+
+    def will_repeat(self, request: httpx.Request) -> bool:
+        """Never: a breaker sends nothing twice."""
+        return False
+
+    def build_async(
+        self, next: AsyncHandler, context: BuildContext, place: Placement
+    ) -> AsyncBreaker:
+        """This transport's breakers, around `next`."""
+        return AsyncBreaker(
+            next,
+            BreakerStrategy(
+                options=self, clock=context.clock, telemetry=context.telemetry
+            ),
+        )
+
+    def build_sync(
+        self, next: SyncHandler, context: BuildContext, place: Placement
+    ) -> SyncBreaker:
+        """This transport's breakers, behind a lock, around `next`."""
+        return SyncBreaker(
+            next,
+            BreakerStrategy(
+                options=self, clock=context.clock, telemetry=context.telemetry
+            ),
+        )

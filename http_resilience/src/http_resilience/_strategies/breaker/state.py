@@ -1,0 +1,287 @@
+"""The circuit breaker's state machine, told the time: `CircuitBreaker`.
+
+`CircuitBreaker` is the state machine. No I/O and no clock of its own: every
+method takes ``now`` (seconds on the pipeline's clock) and returns a decision,
+so one object serves the async and the sync transports and a test drives it
+with plain numbers.
+
+    closed --(failure ratio reached, minimum throughput met)--> open
+    open --(break duration over: the next caller is the probe)--> half_open
+    half_open --(probe succeeded)--> closed
+    half_open --(probe failed)--> open
+
+While half-open exactly one probe is in flight; every other caller is
+rejected, however many arrive at once. Rejecting is the caller's job (the
+breaker only answers `REJECTED`), so each rejection raises a fresh exception.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Final, TypeAlias
+
+from http_resilience._core.events import CLOSED, HALF_OPEN, OPEN, BreakerState
+
+__all__ = [
+    "PROBE",
+    "REJECTED",
+    "WINDOW_BUCKETS",
+    "CircuitBreaker",
+    "Ticket",
+    "TransitionListener",
+]
+TransitionListener: TypeAlias = Callable[
+    ["CircuitBreaker", BreakerState, BreakerState], None
+]
+"""Called with (the breaker, previous, current) on every change of state."""
+
+Ticket: TypeAlias = int
+"""What `acquire` answers: `REJECTED`, `PASS` (closed) or `PROBE`."""
+REJECTED: Final[Ticket] = 0
+PASS: Final[Ticket] = 1
+PROBE: Final[Ticket] = 2
+
+WINDOW_BUCKETS: Final = 10
+"""The sampling window slides in this many steps."""
+# What a breaker's counts are before they are needed, shared and never written
+# to: each list a breaker holds is one more object the cyclic garbage collector
+# walks, for every host of a big registry.
+_NO_COUNTS: Final[list[int]] = []
+
+
+def _ignore(
+    breaker: CircuitBreaker, previous: BreakerState, current: BreakerState
+) -> None:
+    pass
+
+
+class CircuitBreaker:
+    """Failure ratio over a sliding window, then a break, then one probe.
+
+    The window (`sampling_duration`) is `WINDOW_BUCKETS` buckets of counts;
+    outcomes older than the window drop out a bucket at a time. The breaker
+    opens when an outcome leaves at least `minimum_throughput` outcomes in the
+    window of which at least `failure_ratio` failed.
+
+    Each caller asks `acquire(now)` before its attempt and reports with
+    `record` (an outcome) or `release` (no outcome: cancelled, or an exception
+    that says nothing about the host), passing back the ticket it got. An
+    outcome of an attempt let through while closed that ends after the breaker
+    opened is ignored: it says nothing about the host after the break.
+
+    Not thread-safe: the sync transport holds a lock around it.
+
+    Args:
+        failure_ratio: In (0, 1].
+        minimum_throughput: At least 1.
+        sampling_duration: Seconds, above 0.
+        break_duration: Seconds, above 0.
+        on_transition: Called with (the breaker, previous, current) on each
+            change.
+
+    Example:
+        >>> breaker = CircuitBreaker(
+        ...     failure_ratio=0.5, minimum_throughput=2,
+        ...     sampling_duration=10, break_duration=5,
+        ... )
+        >>> for now in (0.0, 0.1):
+        ...     breaker.record(breaker.acquire(now), failed=True, now=now)
+        >>> breaker.state, breaker.acquire(1.0) == REJECTED, breaker.retry_after(1.0)
+        ('open', True, 4.1)
+        >>> ticket = breaker.acquire(5.1)
+        >>> ticket == PROBE, breaker.acquire(5.1) == REJECTED
+        (True, True)
+        >>> breaker.record(ticket, failed=False, now=5.2)
+        >>> breaker.state
+        'closed'
+    """
+
+    __slots__ = (
+        "_break",
+        "_bucket",
+        "_failed",
+        "_failures",
+        "_head_failed",
+        "_head_total",
+        "_minimum",
+        "_on_transition",
+        "_open_until",
+        "_probing",
+        "_ratio",
+        "_state",
+        "_total",
+        "_totals",
+        "_width",
+        "closed",
+        "key",
+    )
+
+    def __init__(
+        self,
+        *,
+        failure_ratio: float,
+        minimum_throughput: int,
+        sampling_duration: float,
+        break_duration: float,
+        on_transition: TransitionListener | None = None,
+    ) -> None:
+        self._ratio = failure_ratio
+        self._minimum = minimum_throughput
+        self._width = sampling_duration / WINDOW_BUCKETS
+        self._break = break_duration
+        self._on_transition: TransitionListener = on_transition or _ignore
+        self._state: BreakerState = CLOSED
+        self.closed = True
+        """Whether the state is closed: `acquire` would answer `PASS` at once."""
+        self._open_until = -math.inf
+        self._probing = False
+        # The current bucket's counts are plain numbers; the older buckets'
+        # lists are allocated when the window first slides past a bucket that
+        # has outcomes (the failures' when it had failures): most hosts of a
+        # big registry see few outcomes, fewer failures.
+        self._head_total = 0
+        self._head_failed = 0
+        self._totals = _NO_COUNTS
+        self._failures = _NO_COUNTS
+        self.key = ""
+        """The host a `HostRegistry` keeps it under; "" outside a registry."""
+        self._bucket = 0
+        self._total = 0
+        self._failed = 0
+
+    @property
+    def state(self) -> BreakerState:
+        """``"closed"``, ``"open"`` or ``"half_open"``, as last changed.
+
+        An open breaker whose break is over still reads ``"open"`` until the
+        next `acquire` makes that caller the probe.
+        """
+        return self._state
+
+    def acquire(self, now: float) -> Ticket:
+        """Ask to send one attempt at `now`.
+
+        Returns:
+            `PASS` while closed; `PROBE` for the one caller let through after
+            the break; `REJECTED` while open, or half-open with its probe in
+            flight.
+        """
+        if self._state is CLOSED:
+            return PASS
+        if self._state is OPEN:
+            if now < self._open_until:
+                return REJECTED
+            self._change(HALF_OPEN)
+        if self._probing:
+            return REJECTED
+        self._probing = True
+        return PROBE
+
+    def retry_after(self, now: float) -> float | None:
+        """Seconds until a probe may go, when known: while open, never below 0."""
+        if self._state is OPEN:
+            return max(self._open_until - now, 0.0)
+        return None
+
+    def record(self, ticket: Ticket, failed: bool, now: float) -> None:
+        """Report the outcome of an attempt sent with `ticket`, at `now`."""
+        if ticket == PASS:
+            if self._state is not CLOSED:
+                return
+            # Inline, not a method: this runs on every attempt.
+            bucket = int(now // self._width)
+            if bucket != self._bucket:
+                self._slide(bucket)
+            self._head_total += 1
+            self._total += 1
+            if failed:
+                self._head_failed += 1
+                self._failed += 1
+                if (
+                    self._total >= self._minimum
+                    and self._failed / self._total >= self._ratio
+                ):
+                    self._open(now)
+        elif ticket == PROBE:
+            if self._state is not HALF_OPEN:
+                return  # a probe sent before an operator closed the breaker
+            self._probing = False
+            if failed:
+                self._open(now)
+            else:
+                self._reset()
+                self._change(CLOSED)
+
+    def release(self, ticket: Ticket) -> None:
+        """Give back `ticket` without an outcome; a probe's turn passes on."""
+        if ticket == PROBE:
+            self._probing = False
+
+    def close(self) -> None:
+        """Close the breaker now and forget its window: an operator's reset.
+
+        The outcome of a probe sent before is then ignored.
+        """
+        self._reset()
+        self._probing = False
+        self._open_until = -math.inf
+        if self._state is not CLOSED:
+            self._change(CLOSED)
+
+    def _slide(self, bucket: int) -> None:
+        if not self._total:
+            # Nothing in the window (every count is 0): start counting here.
+            self._bucket = bucket
+            return
+        steps = bucket - self._bucket
+        if steps <= 0:
+            # The clock went back, or a bucket index overflowed a float: keep
+            # counting in the current bucket rather than lose the window.
+            return
+        if steps >= WINDOW_BUCKETS:
+            self._reset()
+            self._bucket = bucket
+            return
+        # The current bucket's counts move to its slot, which has held 0
+        # since the window slid onto it; then the buckets that leave drop out.
+        old = self._bucket % WINDOW_BUCKETS
+        totals, failures = self._totals, self._failures
+        if self._head_total:
+            if not totals:
+                totals = self._totals = [0] * WINDOW_BUCKETS
+            totals[old] = self._head_total
+            self._head_total = 0
+        if self._head_failed:
+            if not failures:
+                failures = self._failures = [0] * WINDOW_BUCKETS
+            failures[old] = self._head_failed
+            self._head_failed = 0
+        for index in range(self._bucket + 1, bucket + 1):
+            slot = index % WINDOW_BUCKETS
+            if totals:
+                self._total -= totals[slot]
+                totals[slot] = 0
+            if failures:
+                self._failed -= failures[slot]
+                failures[slot] = 0
+        self._bucket = bucket
+
+    def _reset(self) -> None:
+        for counts in (self._totals, self._failures):
+            for slot in range(len(counts)):
+                counts[slot] = 0
+        self._head_total = 0
+        self._head_failed = 0
+        self._total = 0
+        self._failed = 0
+
+    def _open(self, now: float) -> None:
+        self._open_until = now + self._break
+        self._reset()
+        self._change(OPEN)
+
+    def _change(self, current: BreakerState) -> None:
+        previous, self._state = self._state, current
+        self.closed = current is CLOSED
+        self._on_transition(self, previous, current)
