@@ -1,0 +1,104 @@
+"""The timeout's options: `TimeoutOptions`, its defaults, what it builds."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING, ClassVar, Final
+
+import httpx
+from pydantic import (
+    BaseModel,
+    Field,
+)
+
+from http_resilience._core.builder import BuildContext, Placement
+from http_resilience._core.fields import FROZEN
+from http_resilience._core.pipeline import AsyncHandler, SyncHandler
+from http_resilience._primitives.durations import Duration, DurationInput
+from http_resilience._strategies.timeout.deadline import Deadline
+from http_resilience._strategies.timeout.strategy import (
+    AsyncTimeout,
+    Narrowing,
+    SyncTimeout,
+)
+from http_resilience._strategies.timeout.timer import DeadlineTimer
+
+__all__ = [
+    "DEFAULT_ATTEMPT_TIMEOUT",
+    "DEFAULT_OWN_TRANSPORT_TIMEOUT",
+    "DEFAULT_TOTAL_REQUEST_TIMEOUT",
+    "TimeoutOptions",
+]
+
+
+DEFAULT_ATTEMPT_TIMEOUT: Final = timedelta(seconds=10)
+DEFAULT_TOTAL_REQUEST_TIMEOUT: Final = timedelta(seconds=30)
+DEFAULT_OWN_TRANSPORT_TIMEOUT: Final = True
+
+
+class TimeoutOptions(BaseModel):
+    """A timeout of a pipeline (internal: `add_timeout` builds it).
+
+    Attributes:
+        timeout: The limit of what runs inside the timeout; more than zero.
+        own_transport_timeout: When it is the pipeline's innermost timeout,
+            set each attempt's httpx timeouts from the time it has left.
+    """
+
+    model_config = FROZEN
+
+    timeout: Duration = Field(gt=timedelta(0))
+    own_transport_timeout: bool = DEFAULT_OWN_TRANSPORT_TIMEOUT
+
+    if TYPE_CHECKING:
+        # Durations in every form pydantic reads; see `HttpResilienceOptions`.
+        def __init__(
+            self,
+            *,
+            timeout: DurationInput,
+            own_transport_timeout: bool = DEFAULT_OWN_TRANSPORT_TIMEOUT,
+        ) -> None: ...
+
+    @property
+    def label(self) -> str:
+        """``"timeout 1 s"``."""
+        return f"timeout {self.timeout.total_seconds():g} s"
+
+    is_deadline: ClassVar[bool] = True
+    repeats: ClassVar[bool] = False
+
+    @property
+    def waits_outside_attempts(self) -> bool:
+        """A timeout never waits."""
+        return False
+
+    def will_repeat(self, request: httpx.Request) -> bool:
+        """Never: a timeout sends nothing twice."""
+        return False
+
+    def _deadline(self, context: BuildContext, place: Placement) -> Deadline:
+        return Deadline(
+            seconds=self.timeout.total_seconds(),
+            kind="total" if place.repeated else "attempt",
+            clock=context.clock,
+            telemetry=context.telemetry,
+            own_time=place.owns_time and self.own_transport_timeout,
+        )
+
+    def build_async(
+        self, next: AsyncHandler, context: BuildContext, place: Placement
+    ) -> AsyncHandler:
+        """A timeout that cuts the task where it must, or only narrows."""
+        deadline = self._deadline(context, place)
+        if not place.cut:
+            return Narrowing(next, deadline)
+        return AsyncTimeout(next, deadline, context.shared(DeadlineTimer))
+
+    def build_sync(
+        self, next: SyncHandler, context: BuildContext, place: Placement
+    ) -> SyncHandler:
+        """A timeout held at the attempt's sockets where it must, or only narrows."""
+        deadline = self._deadline(context, place)
+        if not place.cut:
+            return Narrowing(next, deadline)
+        return SyncTimeout(next, deadline)
