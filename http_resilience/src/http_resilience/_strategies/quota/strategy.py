@@ -21,129 +21,27 @@ allowance left lifts the refusal at once.
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
-from typing import Annotated, ClassVar, Final, cast
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Final
 
 import httpx
-from pydantic import AfterValidator, BaseModel, BeforeValidator, Field
 
-from http_resilience._core.builder import BuildContext, Placement
 from http_resilience._core.clock import Clock, reader, utc_now
 from http_resilience._core.errors import RateLimitedError
-from http_resilience._core.fields import FROZEN, Count
-from http_resilience._core.host_registry import DEFAULT_MAXIMUM_HOSTS
 from http_resilience._core.pipeline import AsyncHandler, Call, SyncHandler
-from http_resilience._core.quota_headers import (
-    LEGACY_HEADERS,
-    Quota,
-    legacy_quota,
-    standard_quota,
-)
-from http_resilience._core.raw_headers import (
-    KEEPS_TRIPLES,
-    LOWER_KEY,
-    is_token,
-    triples,
-)
+from http_resilience._core.quota_headers import Quota, legacy_quota, standard_quota
+from http_resilience._core.raw_headers import KEEPS_TRIPLES, LOWER_KEY, triples
 from http_resilience._core.retry_after import parse_retry_after
 from http_resilience._core.telemetry import Telemetry
+from http_resilience._strategies.quota.book import QuotaBook, is_spent, spent_for
 
-__all__ = [
-    "DEFAULT_QUOTA_LEGACY_HEADERS",
-    "DEFAULT_QUOTA_RESERVE",
-    "AsyncQuota",
-    "HeaderNames",
-    "QuotaBook",
-    "QuotaOptions",
-    "QuotaStrategy",
-    "SyncQuota",
-    "check_legacy_headers",
-    "is_spent",
-    "spent_for",
-    "split_header_names",
-]
+if TYPE_CHECKING:
+    from http_resilience._strategies.quota.options import QuotaOptions
 
-DEFAULT_QUOTA_RESERVE: Final = 0.1
-DEFAULT_QUOTA_LEGACY_HEADERS: Final = LEGACY_HEADERS
+__all__ = ["AsyncQuota", "QuotaStrategy", "SyncQuota"]
 
 _POLICY: Final = b"ratelimit-policy"
 _RATELIMIT: Final = b"ratelimit"
-
-
-def is_spent(quota: Quota, reserve: float) -> bool:
-    """Whether what is left of `quota` is within the reserve.
-
-    ``remaining <= reserve x limit``; with no limit published, ``remaining == 0``.
-    """
-    limit = quota.limit
-    if limit:
-        return quota.remaining <= reserve * limit
-    return quota.remaining == 0
-
-
-def spent_for(quotas: list[Quota], reserve: float) -> float | None:
-    """The longest reset among the quotas of `quotas` that are spent, in seconds.
-
-    None when none is spent, or none of the spent ones publishes a reset.
-
-    Example:
-        >>> spent_for([Quota(remaining=9, limit=100, reset=30.0)], 0.1)
-        30.0
-        >>> spent_for([Quota(remaining=11, limit=100, reset=30.0)], 0.1) is None
-        True
-        >>> spent_for([Quota(remaining=0, limit=None, reset=5.0)], 0.1)
-        5.0
-    """
-    wait: float | None = None
-    for quota in quotas:
-        reset = quota.reset
-        later = reset is not None and (wait is None or reset > wait)
-        if later and is_spent(quota, reserve):
-            wait = reset
-    return wait
-
-
-class QuotaBook:
-    """The hosts refused right now, and until when (seconds on the pipeline's clock).
-
-    Bounded: at most `maximum` hosts; a new refusal beyond that forgets the
-    oldest one (whose host is then tried again, and refused again if it
-    still says so).
-    """
-
-    __slots__ = ("_maximum", "_until")
-
-    def __init__(self, maximum: int) -> None:
-        if maximum < 1:
-            raise ValueError(f"maximum_hosts must be at least 1, got {maximum}")
-        self._maximum = maximum
-        self._until: OrderedDict[str, float] = OrderedDict()
-
-    def __len__(self) -> int:
-        """Hosts refused."""
-        return len(self._until)
-
-    @property
-    def refused(self) -> Mapping[str, float]:
-        """The hosts refused, and until when (read-only use)."""
-        return self._until
-
-    def until(self, host: str) -> float | None:
-        """When the refusal of `host` ends; None if it is not refused."""
-        return self._until.get(host)
-
-    def refuse(self, host: str, until: float) -> None:
-        """Refuse `host` until `until`."""
-        book = self._until
-        book.pop(host, None)
-        if len(book) >= self._maximum:
-            book.popitem(last=False)
-        book[host] = until
-
-    def lift(self, host: str) -> None:
-        """`host` is not refused (any more)."""
-        self._until.pop(host, None)
 
 
 class QuotaStrategy:
@@ -332,105 +230,3 @@ class SyncQuota:
         if quotas is not None:
             strategy.apply(call, response, quotas)
         return response
-
-
-def split_header_names(names: object) -> object:
-    """The three names as a tuple, from a sequence or one comma-joined string.
-
-    Raises:
-        ValueError: Not exactly three strings: one error, on the field.
-    """
-    if isinstance(names, str):
-        names = [name.strip() for name in names.split(",")]
-    if not isinstance(names, list | tuple) or not all(
-        isinstance(name, str) for name in cast("Sequence[object]", names)
-    ):
-        raise ValueError(
-            "give three header names (limit, remaining, reset), as a list or "
-            "joined by commas"
-        )
-    found = tuple(cast("Sequence[str]", names))
-    if len(found) != 3:
-        raise ValueError(
-            "give exactly three header names (limit, remaining, reset), "
-            f"got {len(found)}"
-        )
-    return found
-
-
-def check_legacy_headers(names: tuple[str, str, str]) -> tuple[str, str, str]:
-    """`names`, if they are three distinct HTTP header names; else `ValueError`."""
-    for name in names:
-        if not is_token(name):
-            raise ValueError(f"{name!r} is not an HTTP header name")
-    if len({name.lower() for name in names}) != len(names):
-        raise ValueError("the three header names must differ (in any case)")
-    return names
-
-
-HeaderNames = Annotated[
-    tuple[str, str, str],
-    BeforeValidator(split_header_names),
-    AfterValidator(check_legacy_headers),
-]
-"""The legacy triple's names: three distinct header names, or one string of
-them joined by commas."""
-
-
-class QuotaOptions(BaseModel):
-    """The published-quota reader of the standard pipeline.
-
-    Attributes:
-        quota_reserve: The share of a published quota held back, in [0, 1):
-            attempts are refused once ``remaining <= quota_reserve x quota``.
-        quota_legacy_headers: The legacy triple's names: limit, remaining,
-            reset.
-        maximum_hosts: The hosts refused at once that are remembered.
-    """
-
-    model_config = FROZEN
-
-    quota_reserve: float = Field(
-        default=DEFAULT_QUOTA_RESERVE, ge=0.0, lt=1.0, allow_inf_nan=False
-    )
-    quota_legacy_headers: HeaderNames = DEFAULT_QUOTA_LEGACY_HEADERS
-    maximum_hosts: Count = Field(default=DEFAULT_MAXIMUM_HOSTS, ge=1)
-
-    is_deadline: ClassVar[bool] = False
-    repeats: ClassVar[bool] = False
-
-    @property
-    def label(self) -> str:
-        """``"quota"``."""
-        return "quota"
-
-    @property
-    def waits_outside_attempts(self) -> bool:
-        """The quota never waits: the retry around it does."""
-        return False
-
-    def will_repeat(self, request: httpx.Request) -> bool:
-        """Never: the quota sends nothing twice."""
-        return False
-
-    def build_async(
-        self, next: AsyncHandler, context: BuildContext, place: Placement
-    ) -> AsyncQuota:
-        """The quota reader, around `next`."""
-        return AsyncQuota(
-            next,
-            QuotaStrategy(
-                options=self, clock=context.clock, telemetry=context.telemetry
-            ),
-        )
-
-    def build_sync(
-        self, next: SyncHandler, context: BuildContext, place: Placement
-    ) -> SyncQuota:
-        """The quota reader, around `next`."""
-        return SyncQuota(
-            next,
-            QuotaStrategy(
-                options=self, clock=context.clock, telemetry=context.telemetry
-            ),
-        )

@@ -12,94 +12,28 @@ import asyncio
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import (
-    ClassVar,
-    Final,
-    Literal,
-    TypeAlias,
-)
 
 import anyio
 import httpx
-from pydantic import (
-    BaseModel,
-    Field,
-)
 
 from http_resilience._core.backend import asyncio_loop
-from http_resilience._core.builder import BuildContext, Placement
 from http_resilience._core.errors import RateLimitedError
-from http_resilience._core.fields import FROZEN, Count
 from http_resilience._core.pipeline import AsyncHandler, Call, SyncHandler
 from http_resilience._core.telemetry import Telemetry
+from http_resilience._strategies.concurrency.limit import (
+    GRANTED,
+    QUEUED,
+    ConcurrencyLimit,
+    Entry,
+)
 
 __all__ = [
-    "DEFAULT_CONCURRENCY_LIMIT",
-    "DEFAULT_QUEUE_LIMIT",
-    "GRANTED",
-    "QUEUED",
-    "REFUSED",
     "AsyncConcurrencyLimiter",
     "AsyncLimiter",
-    "ConcurrencyLimit",
     "ConcurrencyLimiter",
-    "LimiterOptions",
     "LimiterStrategy",
     "SyncLimiter",
 ]
-
-Entry: TypeAlias = Literal["granted", "queued", "refused"]
-GRANTED: Final = "granted"
-QUEUED: Final = "queued"
-REFUSED: Final = "refused"
-
-
-class ConcurrencyLimit:
-    """Counts of permits in use and callers queued; decides who gets in.
-
-    Args:
-        permits: Callers let through at once; at least 1.
-        queue_limit: Callers that may wait for a permit; at least 0.
-
-    Example:
-        >>> limit = ConcurrencyLimit(permits=1, queue_limit=1)
-        >>> limit.enter(), limit.enter(), limit.enter()
-        ('granted', 'queued', 'refused')
-        >>> limit.leave()  # the permit passes to the queued caller
-        True
-        >>> limit.in_use, limit.queued
-        (1, 0)
-    """
-
-    __slots__ = ("in_use", "permits", "queue_limit", "queued")
-
-    def __init__(self, *, permits: int, queue_limit: int) -> None:
-        self.permits = permits
-        self.queue_limit = queue_limit
-        self.in_use = 0
-        self.queued = 0
-
-    def enter(self) -> Entry:
-        """Take a permit, or a place in the queue, or neither."""
-        if self.in_use < self.permits and not self.queued:
-            self.in_use += 1
-            return GRANTED
-        if self.queued < self.queue_limit:
-            self.queued += 1
-            return QUEUED
-        return REFUSED
-
-    def leave(self) -> bool:
-        """Give back a permit; True when it passes to the first queued caller."""
-        if self.queued:
-            self.queued -= 1
-            return True
-        self.in_use -= 1
-        return False
-
-    def abandon(self) -> None:
-        """A queued caller gave up before a permit reached it."""
-        self.queued -= 1
 
 
 class _Handoff:
@@ -229,73 +163,6 @@ class ConcurrencyLimiter:
         with self._lock:
             if self._limit.leave():
                 self._waiters.popleft().set()
-
-
-DEFAULT_CONCURRENCY_LIMIT: Final = 1000
-DEFAULT_QUEUE_LIMIT: Final = 0
-
-
-class LimiterOptions(BaseModel):
-    """The concurrency limiter of a custom pipeline.
-
-    Attributes:
-        concurrency_limit: Requests inside at once. Default 1000.
-        queue_limit: Requests that may wait for a permit; beyond that a
-            request is refused with `RateLimitedError`. Default 0.
-
-    Raises:
-        pydantic.ValidationError: On construction, naming every invalid field.
-
-    Example:
-        >>> LimiterOptions(concurrency_limit=10, queue_limit=5).queue_limit
-        5
-    """
-
-    model_config = FROZEN
-
-    concurrency_limit: Count = Field(default=DEFAULT_CONCURRENCY_LIMIT, ge=1)
-    queue_limit: Count = Field(default=DEFAULT_QUEUE_LIMIT, ge=0)
-
-    is_deadline: ClassVar[bool] = False
-    repeats: ClassVar[bool] = False
-
-    @property
-    def label(self) -> str:
-        """``"limiter"``."""
-        return "limiter"
-
-    @property
-    def waits_outside_attempts(self) -> bool:
-        """A request may wait in the queue: time passes outside any attempt."""
-        return self.queue_limit > 0
-
-    def will_repeat(self, request: httpx.Request) -> bool:
-        """Never: a limiter sends nothing twice."""
-        return False
-
-    def build_async(
-        self, next: AsyncHandler, context: BuildContext, place: Placement
-    ) -> AsyncLimiter:
-        """This transport's limiter, around `next`."""
-        return AsyncLimiter(
-            next,
-            AsyncConcurrencyLimiter(
-                permits=self.concurrency_limit, queue_limit=self.queue_limit
-            ),
-            LimiterStrategy(context.telemetry),
-        )
-
-    def build_sync(
-        self, next: SyncHandler, context: BuildContext, place: Placement
-    ) -> SyncLimiter:
-        """This transport's limiter, for threads, around `next`."""
-        return SyncLimiter(
-            next,
-            ConcurrencyLimiter(
-                permits=self.concurrency_limit, queue_limit=self.queue_limit
-            ),
-            LimiterStrategy(context.telemetry),
-        )
 
 
 class LimiterStrategy:
