@@ -17,7 +17,7 @@ probe claims won). Each counter has one writer: the requests, or the thread.
   then exactly one replica, the one whose claim Redis granted, sends the
   probe, and its outcome closes or reopens the host for all. Breakers that
   opened while Redis was away are published when it answers again.
-- Published quota: see `http_resilience._shared.quota`.
+- Published quota: see `http_resilience._fleet.quota`.
 """
 
 from __future__ import annotations
@@ -36,18 +36,18 @@ from http_resilience._core.events import CLOSED, OPEN, BreakerState
 from http_resilience._core.host_registry import OVERFLOW_HOST, SHARED_HOST
 from http_resilience._core.pipeline import AsyncHandler, Call, SyncHandler
 from http_resilience._core.telemetry import Telemetry
-from http_resilience._shared.quota import (
+from http_resilience._fleet.quota import (
     SharedQuotaStrategy,
 )
-from http_resilience._strategies.breaker import (
+from http_resilience._strategies.breaker.strategy import (
     AsyncBreaker,
     BreakerStrategy,
     SyncBreaker,
 )
-from http_resilience._strategies.budget import RetryBudget
+from http_resilience._strategies.budget.budget import RetryBudget
 
 if TYPE_CHECKING:
-    from http_resilience._shared.redis_batch import CountedBatch
+    from http_resilience._fleet.redis_batch import CountedBatch
 
 __all__ = [
     "OPEN_OP",

@@ -20,7 +20,7 @@ from http_resilience import (
     SharedState,
     create_client,
 )
-from http_resilience._shared.quota import usable
+from http_resilience._fleet.quota import usable
 from http_resilience.testing import FakeClock
 from tests.support.redis_server import RedisServer
 

@@ -17,27 +17,28 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from http_resilience._shared.link import (
+from http_resilience._fleet.link import (
     AsyncSharedBreaker,
     BudgetTerms,
     ClientShare,
     SharedRetryBudget,
     SyncSharedBreaker,
 )
-from http_resilience._shared.quota import (
+from http_resilience._fleet.quota import (
     AsyncSharedQuota,
     SharedQuotaStrategy,
     SyncSharedQuota,
 )
-from http_resilience._strategies.breaker import BreakerOptions, BreakerStrategy
-from http_resilience._strategies.budget import (
+from http_resilience._strategies.breaker.options import BreakerOptions
+from http_resilience._strategies.breaker.strategy import BreakerStrategy
+from http_resilience._strategies.budget.budget import RetryBudget
+from http_resilience._strategies.budget.options import RetryBudgetOptions
+from http_resilience._strategies.budget.strategy import (
     AsyncRetryBudget,
     BudgetStrategy,
-    RetryBudget,
-    RetryBudgetOptions,
     SyncRetryBudget,
 )
-from http_resilience._strategies.quota import QuotaOptions
+from http_resilience._strategies.quota.options import QuotaOptions
 
 if TYPE_CHECKING:
     from http_resilience._core.builder import (

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
 from http_resilience._core.clock import wall_time
 from http_resilience._core.host_registry import DEFAULT_MAXIMUM_HOSTS
-from http_resilience._shared.link import ClientShare
+from http_resilience._fleet.link import ClientShare
 
 if TYPE_CHECKING:
-    from http_resilience._shared.redis_batch import RedisBatch
+    from http_resilience._fleet.redis_batch import RedisBatch
 
 __all__ = [
     "DEFAULT_MAXIMUM_BATCH",
@@ -129,7 +129,7 @@ class SharedState:
             raise ValueError(f"maximum_batch must be at least 1, got {maximum_batch}")
         if maximum_hosts < 1:
             raise ValueError(f"maximum_hosts must be at least 1, got {maximum_hosts}")
-        from http_resilience._shared.redis_batch import RedisBatch, connect
+        from http_resilience._fleet.redis_batch import RedisBatch, connect
 
         client, self._owns_client = connect(redis, timeout=interval)
         self.sync_interval = interval

@@ -8,7 +8,7 @@ from http_resilience import BrokenCircuitError
 from http_resilience._core.events import CLOSED, HALF_OPEN, OPEN
 from http_resilience._core.pipeline import Call
 from http_resilience._core.telemetry import Telemetry
-from http_resilience._shared.link import (
+from http_resilience._fleet.link import (
     ClientShare,
     FleetBreak,
     SharedRetryBudget,

@@ -22,8 +22,8 @@ from http_resilience import (
     ResilientTransport,
     SharedState,
 )
-from http_resilience._shared.link import BudgetTerms, ClientShare, SharedRetryBudget
-from http_resilience._shared.redis_batch import LEASE_HOLD, RedisBatch, client_keys
+from http_resilience._fleet.link import BudgetTerms, ClientShare, SharedRetryBudget
+from http_resilience._fleet.redis_batch import LEASE_HOLD, RedisBatch, client_keys
 from http_resilience.testing import FakeClock
 from tests.support.redis_server import RedisServer
 

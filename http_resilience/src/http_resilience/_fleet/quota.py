@@ -33,12 +33,16 @@ import httpx
 from http_resilience._core.errors import RateLimitedError
 from http_resilience._core.pipeline import AsyncHandler, Call, SyncHandler
 from http_resilience._core.quota_headers import Quota
-from http_resilience._strategies.quota import AsyncQuota, QuotaStrategy, SyncQuota
+from http_resilience._strategies.quota.strategy import (
+    AsyncQuota,
+    QuotaStrategy,
+    SyncQuota,
+)
 
 if TYPE_CHECKING:
     from http_resilience._core.builder import BuildContext
-    from http_resilience._shared.link import ClientShare
-    from http_resilience._strategies.quota import QuotaOptions
+    from http_resilience._fleet.link import ClientShare
+    from http_resilience._strategies.quota.options import QuotaOptions
 
 __all__ = [
     "AsyncSharedQuota",

@@ -1,1 +1,0 @@
-"""Resilience state shared by many replicas through Redis (the ``redis`` extra)."""
