@@ -1,25 +1,42 @@
-"""`IdempotencyKeyMiddleware`: the ``Idempotency-Key`` of POST and PATCH requests."""
+"""`IdempotencyKeyMiddleware`: the ``Idempotency-Key`` of POST and PATCH requests.
+
+One concept: the middleware's flow, from the request's key to the kept answer.
+"""
 
 from __future__ import annotations
 
-import base64
-import binascii
 import contextlib
-import hashlib
-import json
 import logging
-import re
-from collections.abc import Awaitable, Callable, Collection
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection
 from datetime import datetime, timedelta
-from typing import Final, cast, get_args
+from typing import cast
 
+from mediator._asgi.idempotency.capture import Capture, replay_kept, replaying
+from mediator._asgi.idempotency.keys import (
+    MALFORMED,
+    Malformed,
+    fingerprint,
+    parsed_key,
+    principal_of,
+)
+from mediator._asgi.idempotency.settings import (
+    ALWAYS_KEPT,
+    DEFAULT_IDEMPOTENCY_HEADER,
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_RESPONSE_BYTES,
+    DEFAULT_METHODS,
+    Required,
+    checked_limit,
+    checked_methods,
+    checked_replay_headers,
+    checked_required,
+    checked_scope,
+    checked_times,
+)
 from mediator._asgi.routing import router_inside, routes_request
 from mediator._asgi.stack import entered
 from mediator._asgi.types import (
-    PRINCIPAL_SCOPE_KEY,
     ASGIApp,
-    Message,
     Receive,
     Scope,
     Send,
@@ -32,7 +49,6 @@ from mediator._behaviors.idempotency.behavior import (
     DEFAULT_LEASE,
     DEFAULT_RETENTION,
     DEFAULT_SCOPE,
-    MAX_RETENTION,
 )
 from mediator._behaviors.idempotency.marker import ScopeMode, idempotency_key, scope_of
 from mediator._behaviors.idempotency.store import (
@@ -41,63 +57,12 @@ from mediator._behaviors.idempotency.store import (
     StoredOutcome,
 )
 from mediator._core.clock import utc_now
-from mediator._core.context import Principal, current_principal
+from mediator._core.context import Principal
 from mediator._core.errors import ConfigurationError, TransientDatabaseError
 
-__all__ = [
-    "DEFAULT_IDEMPOTENCY_HEADER",
-    "DEFAULT_LEASE",
-    "DEFAULT_MAX_BODY_BYTES",
-    "DEFAULT_MAX_RESPONSE_BYTES",
-    "DEFAULT_METHODS",
-    "DEFAULT_RETENTION",
-    "REPLAYED_HEADER",
-    "IdempotencyKeyMiddleware",
-]
-
-DEFAULT_IDEMPOTENCY_HEADER: Final = "Idempotency-Key"
-DEFAULT_METHODS: Final = ("POST", "PATCH")
-DEFAULT_MAX_BODY_BYTES: Final = 1_048_576
-"""The largest request body read (and hashed) for a keyed request: 1 MiB."""
-DEFAULT_MAX_RESPONSE_BYTES: Final = 1_048_576
-"""The largest answer body kept for replay: 1 MiB; a larger one is not kept."""
-REPLAYED_HEADER: Final = "Idempotent-Replayed"
-"""Set to ``true`` on an answer replayed from the store."""
-
-HTTP_TYPE_NAME: Final = "http"
-"""The `StoredOutcome.type_name` of the answers this middleware keeps."""
-
-# Kept with every answer: what a client needs to read the body and follow it.
-# Never set-cookie (a session for whoever sends the key next) nor content-length
-# (recomputed on replay).
-_ALWAYS_KEPT: Final = frozenset({b"content-type", b"content-encoding", b"location"})
-_NEVER_KEPT: Final = frozenset({b"set-cookie", b"content-length"})
-# "Try again" answers: keeping one would replay it to every retry. 409 is among
-# them: it is also what a concurrent duplicate gets from the mediator's own
-# IdempotencyBehavior, whose stored outcome answers the retry anyway.
-_TRANSIENT: Final = frozenset({408, 409, 425, 429})
-# No such route (or not with this method): keeping the answer would only let
-# anyone fill the store with keys to paths that do not exist.
-_UNROUTED: Final = frozenset({404, 405})
-_VISIBLE: Final = re.compile(rb"[!-~]{1,%d}" % MAX_KEY_LENGTH)
-# An RFC 8941 string (the IETF draft's form of the header): "..." with \" and \\.
-_SF_STRING: Final = re.compile(rb'"((?:[ !#-\[\]-~]|\\["\\])*)"')
-_SF_ESCAPE: Final = re.compile(rb'\\(["\\])')
-_METHOD: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+__all__ = ["IdempotencyKeyMiddleware"]
 
 _logger = logging.getLogger("mediator.asgi")
-
-Required = Callable[[Scope], bool] | Collection[str]
-"""Which requests a rule covers: a test of the scope, or path prefixes."""
-
-_SCOPES: Final = frozenset(get_args(ScopeMode))
-
-
-class _Malformed:
-    """The header was sent, but is no key (the marker `_key_of` returns)."""
-
-
-_MALFORMED: Final = _Malformed()
 
 
 class IdempotencyKeyMiddleware:
@@ -264,20 +229,20 @@ class IdempotencyKeyMiddleware:
         self.methods = methods
         self.header = header
         self.replay_headers = replay_headers
-        self.max_body_bytes = _checked_limit(max_body_bytes, "max_body_bytes")
-        self.max_response_bytes = _checked_limit(
+        self.max_body_bytes = checked_limit(max_body_bytes, "max_body_bytes")
+        self.max_response_bytes = checked_limit(
             max_response_bytes, "max_response_bytes"
         )
-        self.lease, self.retention = _checked_times(lease, retention)
+        self.lease, self.retention = checked_times(lease, retention)
         self.now = now
-        self.scope: ScopeMode = _checked_scope(scope)
+        self.scope: ScopeMode = checked_scope(scope)
         self.anonymous = anonymous
         self.www_authenticate = check_challenge(www_authenticate)
-        self._required = _checked_required(required, "required")
-        self._anonymous = _checked_required(anonymous, "anonymous")
-        self._methods = _checked_methods(methods)
+        self._required = checked_required(required, "required")
+        self._anonymous = checked_required(anonymous, "anonymous")
+        self._methods = checked_methods(methods)
         self._header = check_header_name(header, "header")
-        self._kept = _ALWAYS_KEPT | _checked_replay_headers(replay_headers)
+        self._kept = ALWAYS_KEPT | checked_replay_headers(replay_headers)
         self._router = router_inside(app)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -293,7 +258,7 @@ class IdempotencyKeyMiddleware:
             await self.app(scope, receive, send)
             return
         key = self._key_of(scope)
-        if isinstance(key, _Malformed):
+        if isinstance(key, Malformed):
             await _send_problem(
                 send,
                 400,
@@ -317,7 +282,7 @@ class IdempotencyKeyMiddleware:
             with idempotency_key(key):
                 await self.app(scope, receive, send)
             return
-        principal = _principal(scope)
+        principal = principal_of(scope)
         if principal is None and not self._anonymous(scope):
             # Stored under no one, the answer would be every anonymous caller's.
             challenge = self.www_authenticate
@@ -335,7 +300,7 @@ class IdempotencyKeyMiddleware:
             self.store_factory, key, principal, scope, receive, send
         )
 
-    def _key_of(self, scope: Scope) -> str | _Malformed | None:
+    def _key_of(self, scope: Scope) -> str | Malformed | None:
         """The request's key; None when it sent none."""
         found = [
             bytes(value)
@@ -345,8 +310,8 @@ class IdempotencyKeyMiddleware:
         if not found:
             return None
         if len(found) > 1:
-            return _MALFORMED
-        return _parsed_key(found[0])
+            return MALFORMED
+        return parsed_key(found[0])
 
     async def _kept_answer(
         self,
@@ -378,7 +343,7 @@ class IdempotencyKeyMiddleware:
             claim = await store.claim(
                 name,
                 key,
-                _fingerprint(scope, body),
+                fingerprint(scope, body),
                 now=self.now(),
                 lease=self.lease,
                 retention=self.retention,
@@ -411,7 +376,7 @@ class IdempotencyKeyMiddleware:
                 await self._unavailable(send)
             return
         if claim.status == "replay" and claim.outcome is not None:
-            await _replay(send, claim.outcome)
+            await replay_kept(send, claim.outcome)
             return
         if claim.status == "in_flight":
             await _send_problem(
@@ -451,10 +416,10 @@ class IdempotencyKeyMiddleware:
                     "record the answer to %s %s with its idempotency key", scope, error
                 )
 
-        capture = _Capture(send, self.max_response_bytes, self._kept, settle)
+        capture = Capture(send, self.max_response_bytes, self._kept, settle)
         try:
             with idempotency_key(key):
-                await self.app(scope, _replaying(body, receive), capture.send)
+                await self.app(scope, replaying(body, receive), capture.send)
         except BaseException:
             if not capture.settled:
                 # The key goes back for a retry; the lease expiring would free
@@ -508,144 +473,12 @@ class IdempotencyKeyMiddleware:
         )
 
 
-@dataclass
-class _Capture:
-    """Passes the app's answer on, keeping a copy of it while it is small.
-
-    The answer is settled (`settle`: kept, or the key given back) before its
-    last body message is passed on: a duplicate sent the moment the caller
-    has the whole answer finds it kept, not still being processed.
-    """
-
-    downstream: Send
-    limit: int
-    kept_headers: frozenset[bytes]
-    settle: Callable[[StoredOutcome | None], Awaitable[None]]
-    status: int | None = None
-    headers: list[tuple[str, str]] = field(default_factory=list[tuple[str, str]])
-    chunks: list[bytes] = field(default_factory=list[bytes])
-    size: int = 0
-    complete: bool = False
-    too_large: bool = False
-    settled: bool = False
-
-    async def send(self, message: Message) -> None:
-        """Record `message`, settle the answer if it is the last, pass it on."""
-        if message["type"] == "http.response.start":
-            self.status = int(message["status"])
-            for name, value in message.get("headers", ()):
-                lower = bytes(name).lower()
-                if lower in self.kept_headers:
-                    self.headers.append(
-                        (lower.decode("latin-1"), bytes(value).decode("latin-1"))
-                    )
-        elif message["type"] == "http.response.body" and not self.complete:
-            self.complete = not message.get("more_body", False)
-            chunk = bytes(message.get("body", b""))
-            self.size += len(chunk)
-            if self.size > self.limit:
-                self.too_large = True
-                self.chunks.clear()
-            else:
-                self.chunks.append(chunk)
-            if self.complete:
-                self.settled = True
-                await self.settle(self.outcome())
-        await self.downstream(message)
-
-    def outcome(self) -> StoredOutcome | None:
-        """The answer to keep; None when it is not one to replay."""
-        status = self.status
-        if (
-            status is None
-            or not self.complete
-            or self.too_large
-            or not 200 <= status < 500
-            or status in _TRANSIENT
-            or status in _UNROUTED
-        ):
-            return None
-        payload = {
-            "status": status,
-            "headers": [list(pair) for pair in self.headers],
-            "body": base64.b64encode(b"".join(self.chunks)).decode("ascii"),
-        }
-        return StoredOutcome(
-            kind="response",
-            type_name=HTTP_TYPE_NAME,
-            payload=json.dumps(payload, separators=(",", ":")),
-        )
-
-
-def _replaying(body: bytes, receive: Receive) -> Receive:
-    """A `receive` that hands the app the body read already, then the caller's."""
-    sent = False
-
-    async def replay() -> Message:
-        nonlocal sent
-        if sent:
-            return await receive()
-        sent = True
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    return replay
-
-
-async def _replay(send: Send, outcome: StoredOutcome) -> None:
-    """Send the kept answer again, marked as a replay."""
-    try:
-        if outcome.kind != "response" or outcome.type_name != HTTP_TYPE_NAME:
-            raise ValueError(outcome.type_name)
-        payload = cast("dict[str, object]", json.loads(outcome.payload))
-        status = payload["status"]
-        pairs = cast("list[list[str]]", payload["headers"])
-        body = base64.b64decode(cast("str", payload["body"]), validate=True)
-        if not isinstance(status, int):
-            raise TypeError(type(status).__name__)
-        headers = [
-            (name.encode("latin-1"), value.encode("latin-1")) for name, value in pairs
-        ]
-    except (ValueError, TypeError, KeyError, binascii.Error) as error:
-        raise RuntimeError(
-            "the answer stored for this idempotency key is not one "
-            "IdempotencyKeyMiddleware kept"
-        ) from error
-    headers += [
-        (b"content-length", str(len(body)).encode("ascii")),
-        (REPLAYED_HEADER.lower().encode("ascii"), b"true"),
-    ]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
-
-
 async def _send_problem(
     send: Send, status: int, title: str, detail: str, *, retry_after: bool = False
 ) -> None:
     """Answer with an RFC 9457 problem, with ``Retry-After: 1`` when asked."""
     headers = ((b"retry-after", b"1"),) if retry_after else ()
     await send_problem(send, status, title, detail, headers=headers)
-
-
-def _parsed_key(raw: bytes) -> str | _Malformed:
-    """The key in a header value, plain or an RFC 8941 string; else malformed."""
-    value = raw.strip(b" \t")
-    if value.startswith(b'"'):
-        quoted = _SF_STRING.fullmatch(value)
-        if quoted is None:
-            return _MALFORMED
-        value = _SF_ESCAPE.sub(rb"\1", quoted[1])
-    if _VISIBLE.fullmatch(value) is None:
-        return _MALFORMED
-    return value.decode("ascii")
-
-
-def _principal(scope: Scope) -> Principal | None:
-    """The caller: the context's principal, else the one left in the scope."""
-    principal = current_principal()
-    if principal is None:
-        found = scope.get(PRINCIPAL_SCOPE_KEY)
-        principal = found if isinstance(found, Principal) else None
-    return principal
 
 
 def _bad_input(error: Exception) -> bool:
@@ -672,119 +505,3 @@ def _log_store_failure(what: str, scope: Scope, error: Exception) -> None:
         scope["path"],
         detail,
     )
-
-
-def _fingerprint(scope: Scope, body: bytes) -> str:
-    """SHA-256 of the query string and the body: what makes the request."""
-    query = bytes(scope.get("query_string", b""))
-    digest = hashlib.sha256(b"%d:" % len(query))
-    digest.update(query)
-    digest.update(body)
-    return digest.hexdigest()
-
-
-def _checked_required(value: object, argument: str) -> Callable[[Scope], bool]:
-    if callable(value):
-        return cast("Callable[[Scope], bool]", value)
-    if isinstance(value, str | bytes) or not isinstance(value, Collection):
-        raise TypeError(
-            f"{argument} must be a callable taking the ASGI scope, or a collection "
-            f"of path prefixes, got {type(value).__name__}"
-        )
-    prefixes: list[str] = []
-    for prefix in cast("Collection[object]", value):
-        if not isinstance(prefix, str) or not prefix.startswith("/"):
-            raise ValueError(
-                f"{argument} path prefixes must be strings starting with '/', "
-                f"got {prefix!r}"
-            )
-        prefixes.append(prefix.rstrip("/"))
-    if not prefixes:
-        return _never
-    if "" in prefixes:
-        return _always
-    bounded = tuple(prefixes)
-
-    def under(scope: Scope) -> bool:
-        path = str(scope.get("path", ""))
-        return any(
-            path == prefix or path.startswith(prefix + "/") for prefix in bounded
-        )
-
-    return under
-
-
-def _never(scope: Scope) -> bool:
-    return False
-
-
-def _always(scope: Scope) -> bool:
-    return True
-
-
-def _checked_scope(value: object) -> ScopeMode:
-    if not isinstance(value, str) or value not in _SCOPES:
-        raise ValueError(f"scope must be 'principal' or 'tenant', got {value!r}")
-    return cast("ScopeMode", value)
-
-
-def _checked_methods(value: object) -> frozenset[str]:
-    if isinstance(value, str | bytes) or not isinstance(value, Collection):
-        raise TypeError(
-            f"methods must be a collection of HTTP methods, got {type(value).__name__}"
-        )
-    methods = cast("Collection[object]", value)
-    if not methods:
-        raise ValueError("methods must name at least one HTTP method")
-    for method in methods:
-        if not isinstance(method, str) or _METHOD.fullmatch(method) is None:
-            raise ValueError(f"methods must be HTTP methods, got {method!r}")
-    return frozenset(str(method).upper() for method in methods)
-
-
-def _checked_replay_headers(value: object) -> frozenset[bytes]:
-    if isinstance(value, str | bytes) or not isinstance(value, Collection):
-        raise TypeError(
-            "replay_headers must be a collection of header names, got "
-            f"{type(value).__name__}"
-        )
-    names = frozenset(
-        check_header_name(name, "replay_headers")
-        for name in cast("Collection[object]", value)
-    )
-    refused = sorted(name.decode("ascii") for name in names & _NEVER_KEPT)
-    if refused:
-        raise ValueError(
-            f"replay_headers may not name {', '.join(refused)}: they are never replayed"
-        )
-    return names
-
-
-def _checked_limit(value: object, argument: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(
-            f"{argument} must be a whole number of bytes, got {type(value).__name__}"
-        )
-    if value <= 0:
-        raise ValueError(f"{argument} must be positive, got {value}")
-    return value
-
-
-def _checked_times(lease: object, retention: object) -> tuple[timedelta, timedelta]:
-    for argument, value in (("lease", lease), ("retention", retention)):
-        if not isinstance(value, timedelta):
-            raise TypeError(
-                f"{argument} must be a timedelta, got {type(value).__name__}"
-            )
-    lease = cast("timedelta", lease)
-    retention = cast("timedelta", retention)
-    if lease <= timedelta(0):
-        raise ValueError(f"lease must be positive, got {lease}")
-    if retention > MAX_RETENTION:
-        raise ValueError(f"retention must be at most {MAX_RETENTION}, got {retention}")
-    if retention < lease:
-        raise ValueError(
-            f"retention ({retention}) must be at least the lease ({lease}): a "
-            "kept answer must outlive its claim"
-        )
-    return lease, retention
