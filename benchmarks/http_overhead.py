@@ -646,7 +646,8 @@ def quota_read() -> Piece:
     from http_resilience import SystemClock
     from http_resilience._core.pipeline import Call
     from http_resilience._core.telemetry import Telemetry
-    from http_resilience._strategies.quota import QuotaOptions, QuotaStrategy
+    from http_resilience._strategies.quota.options import QuotaOptions
+    from http_resilience._strategies.quota.strategy import QuotaStrategy
 
     strategy = QuotaStrategy(
         options=QuotaOptions(), clock=SystemClock(), telemetry=Telemetry("bench")

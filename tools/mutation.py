@@ -62,14 +62,14 @@ SEPARATOR = "\N{LATIN LETTER LATERAL CLICK}"  # mutmut's class separator: xǁCla
 NARROWED: Mapping[str, Sequence[str]] = {
     # The stage ordering; the rest of the module compiles routes.
     "mediator._dispatch.compiler": ("x_compile_behaviors",),
-    # The decision; `RetryStrategy` and its two loops are the I/O around it.
-    "http_resilience._strategies.retry": (f"x{SEPARATOR}RetryDecision{SEPARATOR}*",),
-    # The arithmetic; the two drivers wait on futures and threads.
-    "http_resilience._strategies.limiter": (
+    # The arithmetic; beside it only the three names of an entry.
+    "http_resilience._strategies.concurrency.limit": (
         f"x{SEPARATOR}ConcurrencyLimit{SEPARATOR}*",
     ),
-    # The state machine; the registry and the strategy are the I/O around it.
-    "http_resilience._strategies.breaker": (f"x{SEPARATOR}CircuitBreaker{SEPARATOR}*",),
+    # The state machine; beside it only its no-op listener.
+    "http_resilience._strategies.breaker.state": (
+        f"x{SEPARATOR}CircuitBreaker{SEPARATOR}*",
+    ),
 }
 
 CAUGHT = ("killed", "timeout")

@@ -33,8 +33,10 @@ from http_resilience import (
     BrokenCircuitError,
     HttpResilienceOptions,
 )
-from http_resilience._strategies.breaker import AsyncBreaker, HostRegistry
-from http_resilience._strategies.budget import AsyncRetryBudget, BudgetRegistry
+from http_resilience._strategies.breaker.registry import HostRegistry
+from http_resilience._strategies.breaker.strategy import AsyncBreaker
+from http_resilience._strategies.budget.budget import BudgetRegistry
+from http_resilience._strategies.budget.strategy import AsyncRetryBudget
 from http_resilience.testing import FakeClock
 from tests.support.figures import record
 

@@ -401,7 +401,7 @@ def test_the_redis_extra_installs_alone_and_its_module_imports(
     report = ProbeReport.from_json(json.loads(output))
 
     assert not report.failed, sorted(report.failed)
-    assert "http_resilience._shared.redis_batch" in report.imported
+    assert "http_resilience._fleet.redis_batch" in report.imported
     assert "redis" not in {
         missing.partition(".")[0] for missing in report.skipped.values()
     }

@@ -8,7 +8,7 @@ import zipfile
 
 import pytest
 
-from ._workspace import MEDIATOR, Built
+from ._workspace import HTTP_RESILIENCE, MEDIATOR, Built
 
 pytestmark = [pytest.mark.closure, pytest.mark.timeout(300)]
 
@@ -17,6 +17,8 @@ MEDIATOR_DATA = [
     "mediator/sqlalchemy/migrations/0001_idempotency.postgresql.sql",
     "mediator/sqlalchemy/migrations/0001_idempotency.sqlite.sql",
 ]
+# The fleet's Lua script, read at import by the module that runs it.
+FLEET_SCRIPT = "http_resilience/_fleet/sync.lua"
 
 
 def test_the_mediator_wheel_ships_the_sql_migrations(built: Built) -> None:
@@ -28,3 +30,11 @@ def test_the_mediator_wheel_ships_the_sql_migrations(built: Built) -> None:
     with tarfile.open(built.sdists[MEDIATOR.distribution]) as sdist:
         in_sdist = {name.partition("/")[2] for name in sdist.getnames()}
     assert {f"src/{name}" for name in MEDIATOR_DATA} <= in_sdist
+
+
+def test_the_http_resilience_wheel_ships_the_fleet_script(built: Built) -> None:
+    with zipfile.ZipFile(built.wheels[HTTP_RESILIENCE.distribution]) as wheel:
+        assert b"redis.call(" in wheel.read(FLEET_SCRIPT)
+    with tarfile.open(built.sdists[HTTP_RESILIENCE.distribution]) as sdist:
+        in_sdist = {name.partition("/")[2] for name in sdist.getnames()}
+    assert f"src/{FLEET_SCRIPT}" in in_sdist

@@ -39,7 +39,7 @@ from http_resilience import (
     create_async_client,
     with_retry,
 )
-from http_resilience._strategies.timeout import TimeoutOptions
+from http_resilience._strategies.timeout.options import TimeoutOptions
 from mediator_resilience import ResilienceMediatorModule, ResilienceMediatorOptions
 
 # --- the table ------------------------------------------------------------------------

@@ -55,7 +55,7 @@ from http_resilience._core.retry_after import (
     parse_http_date,
     parse_retry_after,
 )
-from http_resilience._strategies.retry import RetryDecision
+from http_resilience._strategies.retry.decision import RetryDecision
 from http_resilience._streams.download import Download
 from http_resilience._transports.correlation import (
     check_header_name,

@@ -27,7 +27,7 @@ from http_resilience import (
     RetryOptions,
     StreamRetryOptions,
 )
-from http_resilience._strategies.timeout import TimeoutOptions
+from http_resilience._strategies.timeout.options import TimeoutOptions
 from mediator_resilience import ResilienceMediatorOptions
 from tests.support.written_in import class_source, written_in
 

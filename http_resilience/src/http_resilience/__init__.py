@@ -43,6 +43,7 @@ from http_resilience._core.events import (
     RetryEvent,
     TimeoutEvent,
 )
+from http_resilience._fleet.state import SharedState
 from http_resilience._health.control import CircuitControl
 from http_resilience._health.snapshot import (
     BudgetHealth,
@@ -53,13 +54,12 @@ from http_resilience._health.snapshot import (
 )
 from http_resilience._pipelines.custom import ResiliencePipeline
 from http_resilience._pipelines.standard import HttpResilienceOptions
-from http_resilience._shared.state import SharedState
-from http_resilience._strategies.breaker import BreakerOptions
-from http_resilience._strategies.budget import RetryBudgetOptions
-from http_resilience._strategies.hedging import HedgingOptions
-from http_resilience._strategies.limiter import LimiterOptions
-from http_resilience._strategies.rate_limiter import RateLimiterOptions
-from http_resilience._strategies.retry import RetryOptions
+from http_resilience._strategies.breaker.options import BreakerOptions
+from http_resilience._strategies.budget.options import RetryBudgetOptions
+from http_resilience._strategies.concurrency.options import LimiterOptions
+from http_resilience._strategies.hedging.options import HedgingOptions
+from http_resilience._strategies.rate_limit.options import RateLimiterOptions
+from http_resilience._strategies.retry.options import RetryOptions
 from http_resilience._streams.decision import StreamRetryContext
 from http_resilience._streams.options import PartialStreamPolicy, StreamRetryOptions
 from http_resilience._streams.resumable import resumable_bytes, resumable_bytes_sync

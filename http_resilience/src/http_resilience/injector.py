@@ -19,7 +19,7 @@ from http_resilience._clients.factory import HttpClientFactory
 from http_resilience._core.clock import Clock
 from http_resilience._core.correlation import correlation_id, current_correlation_id
 from http_resilience._core.events import HttpEventListener
-from http_resilience._shared.state import SharedState
+from http_resilience._fleet.state import SharedState
 from http_resilience._transports.correlation import DEFAULT_CORRELATION_HEADER
 
 __all__ = [

@@ -26,7 +26,7 @@ Example:
 """
 
 from mediator._asgi.domain_errors import DomainErrorMiddleware
-from mediator._asgi.idempotency_key import IdempotencyKeyMiddleware
+from mediator._asgi.idempotency.middleware import IdempotencyKeyMiddleware
 from mediator._asgi.request_context import RequestContextMiddleware
 from mediator._asgi.stack import MiddlewareOrderError
 

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from http_resilience import StreamRetryOptions
-from http_resilience._strategies.retry import RetryDecision
+from http_resilience._strategies.retry.decision import RetryDecision
 from http_resilience._streams.decision import StreamRetryDecision
 
 URL = "http://service.test/orders"

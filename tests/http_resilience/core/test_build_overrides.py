@@ -22,8 +22,8 @@ from http_resilience._core.pipeline import (
     SyncSend,
 )
 from http_resilience._core.telemetry import Telemetry
-from http_resilience._strategies.breaker import AsyncBreaker, SyncBreaker
-from http_resilience._strategies.retry import AsyncRetry, SyncRetry
+from http_resilience._strategies.breaker.strategy import AsyncBreaker, SyncBreaker
+from http_resilience._strategies.retry.strategy import AsyncRetry, SyncRetry
 from http_resilience.testing import FakeClock
 
 

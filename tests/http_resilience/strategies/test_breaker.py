@@ -16,7 +16,7 @@ from hypothesis.stateful import (
 )
 
 from http_resilience._core.events import BreakerState
-from http_resilience._strategies.breaker import (
+from http_resilience._strategies.breaker.state import (
     PASS,
     PROBE,
     REJECTED,

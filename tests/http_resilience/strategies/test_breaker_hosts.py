@@ -10,11 +10,8 @@ import pytest
 from http_resilience._core.events import BreakerState
 from http_resilience._core.host_registry import OVERFLOW_HOST
 from http_resilience._core.hosts import host_key
-from http_resilience._strategies.breaker import (
-    CircuitBreaker,
-    HostRegistry,
-    TransitionListener,
-)
+from http_resilience._strategies.breaker.registry import HostRegistry
+from http_resilience._strategies.breaker.state import CircuitBreaker, TransitionListener
 
 
 @pytest.mark.parametrize(

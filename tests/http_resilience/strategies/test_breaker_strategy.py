@@ -17,7 +17,8 @@ from http_resilience import (
     RejectionEvent,
     ResilientTransport,
 )
-from http_resilience._strategies.breaker import AsyncBreaker, HostRegistry, SyncBreaker
+from http_resilience._strategies.breaker.registry import HostRegistry
+from http_resilience._strategies.breaker.strategy import AsyncBreaker, SyncBreaker
 from http_resilience.testing import FakeClock
 from tests.http_resilience.scripted import (
     URL,

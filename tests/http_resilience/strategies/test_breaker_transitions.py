@@ -10,7 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from http_resilience._core.events import BreakerState
-from http_resilience._strategies.breaker import PASS, PROBE, REJECTED, CircuitBreaker
+from http_resilience._strategies.breaker.state import (
+    PASS,
+    PROBE,
+    REJECTED,
+    CircuitBreaker,
+)
 
 
 def breaker(

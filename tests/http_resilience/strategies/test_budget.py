@@ -30,7 +30,11 @@ from http_resilience import (
     RetryEvent,
 )
 from http_resilience._pipelines.standard import standard_steps
-from http_resilience._strategies.budget import BUCKETS, BudgetRegistry, RetryBudget
+from http_resilience._strategies.budget.budget import (
+    BUCKETS,
+    BudgetRegistry,
+    RetryBudget,
+)
 from http_resilience.testing import FakeClock
 from tests.http_resilience.scripted import (
     URL,
@@ -312,7 +316,7 @@ def test_a_retry_an_open_breaker_refuses_is_given_back() -> None:
 
 
 def transport_budget(transport: ResilientTransport) -> RetryBudget:
-    from http_resilience._strategies.budget import SyncRetryBudget
+    from http_resilience._strategies.budget.strategy import SyncRetryBudget
 
     built = transport._built  # pyright: ignore[reportPrivateUsage]
     step = built.find(SyncRetryBudget)

@@ -10,12 +10,14 @@ from anyio.lowlevel import checkpoint
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from http_resilience._strategies.limiter import (
+from http_resilience._strategies.concurrency.limit import (
     GRANTED,
     QUEUED,
     REFUSED,
-    AsyncConcurrencyLimiter,
     ConcurrencyLimit,
+)
+from http_resilience._strategies.concurrency.strategy import (
+    AsyncConcurrencyLimiter,
     ConcurrencyLimiter,
 )
 

@@ -23,7 +23,8 @@ from http_resilience import (
 )
 from http_resilience._core.pipeline import Call
 from http_resilience._pipelines.standard import standard_steps
-from http_resilience._strategies.quota import QuotaOptions, SyncQuota
+from http_resilience._strategies.quota.options import QuotaOptions
+from http_resilience._strategies.quota.strategy import SyncQuota
 from http_resilience.testing import FakeClock
 from tests.http_resilience.scripted import (
     URL,

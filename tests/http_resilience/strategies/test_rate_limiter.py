@@ -24,7 +24,7 @@ from http_resilience import (
     ResiliencePipeline,
     ResilientTransport,
 )
-from http_resilience._strategies.rate_limiter import REFUSED, TokenBucket
+from http_resilience._strategies.rate_limit.bucket import REFUSED, TokenBucket
 from http_resilience.testing import FakeClock
 from tests.http_resilience.scripted import URL, Events, script
 

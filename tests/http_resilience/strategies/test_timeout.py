@@ -23,13 +23,13 @@ from http_resilience import (
 )
 from http_resilience._core.pipeline import Call
 from http_resilience._core.telemetry import Telemetry
-from http_resilience._strategies.timeout import (
+from http_resilience._strategies.timeout.deadline import Deadline
+from http_resilience._strategies.timeout.strategy import (
     AsyncTimeout,
-    Deadline,
-    DeadlineTimer,
     Narrowing,
     SyncTimeout,
 )
+from http_resilience._strategies.timeout.timer import DeadlineTimer
 from http_resilience.testing import FakeClock
 from tests.http_resilience.scripted import URL, Events, async_transport, script
 

@@ -9,7 +9,7 @@ from typing import Any, cast
 import httpx
 import pytest
 
-from http_resilience._strategies.timeout import Cut, Deadlines
+from http_resilience._strategies.timeout.timer import Cut, Deadlines
 from http_resilience.testing import FakeClock
 from tests.http_resilience.scripted import URL, async_transport, script
 

@@ -12,7 +12,7 @@ from tests.support.written_in import run_examples
 MODULES = [
     "mediator.asgi",
     "mediator._asgi.domain_errors",
-    "mediator._asgi.idempotency_key",
+    "mediator._asgi.idempotency.middleware",
     "mediator._asgi.request_context",
 ]
 

@@ -12,6 +12,7 @@ import httpx
 
 from http_resilience._core.clock import Clock
 from http_resilience._core.events import HttpEventListener
+from http_resilience._fleet.state import SharedState
 from http_resilience._health.snapshot import ClientHealth, health
 from http_resilience._pipelines.custom import ResiliencePipeline
 from http_resilience._pipelines.standard import (
@@ -19,7 +20,6 @@ from http_resilience._pipelines.standard import (
     apply_environment,
     client_environment,
 )
-from http_resilience._shared.state import SharedState
 from http_resilience._transports.client_names import check_client_names
 from http_resilience._transports.correlation import (
     DEFAULT_CORRELATION_HEADER,

@@ -7,17 +7,17 @@ import httpx
 from http_resilience._core.host_registry import SHARED_HOST
 from http_resilience._core.hosts import NO_HOST, UNPARSEABLE_URL, host_key
 from http_resilience._core.telemetry import LOGGER
+from http_resilience._fleet.link import (
+    AsyncSharedBreaker,
+    ClientShare,
+    SyncSharedBreaker,
+)
 from http_resilience._health.snapshot import (
     Target,
     breaker_strategies,
     resilient_transports,
 )
-from http_resilience._shared.link import (
-    AsyncSharedBreaker,
-    ClientShare,
-    SyncSharedBreaker,
-)
-from http_resilience._strategies.breaker import BreakerStrategy
+from http_resilience._strategies.breaker.strategy import BreakerStrategy
 
 __all__ = ["CircuitControl", "operator_host"]
 

@@ -14,11 +14,14 @@ from typing import Final, Literal, TypeAlias
 import httpx
 
 from http_resilience._core.events import OPEN
-from http_resilience._shared.link import AsyncSharedBreaker, SyncSharedBreaker
-from http_resilience._strategies.breaker import AsyncBreaker, SyncBreaker
-from http_resilience._strategies.breaker_control import ManualState
-from http_resilience._strategies.budget import AsyncRetryBudget, SyncRetryBudget
-from http_resilience._strategies.limiter import AsyncLimiter, SyncLimiter
+from http_resilience._fleet.link import AsyncSharedBreaker, SyncSharedBreaker
+from http_resilience._strategies.breaker.control import ManualState
+from http_resilience._strategies.breaker.strategy import AsyncBreaker, SyncBreaker
+from http_resilience._strategies.budget.strategy import (
+    AsyncRetryBudget,
+    SyncRetryBudget,
+)
+from http_resilience._strategies.concurrency.strategy import AsyncLimiter, SyncLimiter
 from http_resilience._transports.client_transports import transports_of
 from http_resilience._transports.transport import (
     AsyncResilientTransport,

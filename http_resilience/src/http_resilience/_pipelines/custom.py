@@ -15,13 +15,13 @@ from pydantic import BaseModel
 
 from http_resilience._core.builder import StepOptions, async_only
 from http_resilience._primitives.durations import DurationInput
-from http_resilience._strategies.breaker import BreakerOptions
-from http_resilience._strategies.budget import RetryBudgetOptions
-from http_resilience._strategies.hedging import HedgingOptions
-from http_resilience._strategies.limiter import LimiterOptions
-from http_resilience._strategies.rate_limiter import RateLimiterOptions
-from http_resilience._strategies.retry import RetryOptions
-from http_resilience._strategies.timeout import TimeoutOptions
+from http_resilience._strategies.breaker.options import BreakerOptions
+from http_resilience._strategies.budget.options import RetryBudgetOptions
+from http_resilience._strategies.concurrency.options import LimiterOptions
+from http_resilience._strategies.hedging.options import HedgingOptions
+from http_resilience._strategies.rate_limit.options import RateLimiterOptions
+from http_resilience._strategies.retry.options import RetryOptions
+from http_resilience._strategies.timeout.options import TimeoutOptions
 
 __all__ = ["ResiliencePipeline"]
 

@@ -29,7 +29,7 @@ from http_resilience._core.nested import NestedRetries
 from http_resilience._primitives.backoff import delays_problem
 from http_resilience._primitives.config import check_sections, mapping, section
 from http_resilience._primitives.durations import Duration, DurationInput, in_seconds
-from http_resilience._strategies.breaker import (
+from http_resilience._strategies.breaker.options import (
     DEFAULT_BREAK_DURATION,
     DEFAULT_BREAKER_PER_HOST,
     DEFAULT_FAILURE_RATIO,
@@ -37,25 +37,25 @@ from http_resilience._strategies.breaker import (
     DEFAULT_SAMPLING_DURATION,
     BreakerOptions,
 )
-from http_resilience._strategies.budget import (
+from http_resilience._strategies.budget.options import (
     DEFAULT_BUDGET_PER_HOST,
     DEFAULT_RETRY_BUDGET_MIN_PER_SECOND,
     DEFAULT_RETRY_BUDGET_RATIO,
     DEFAULT_RETRY_BUDGET_WINDOW,
     RetryBudgetOptions,
 )
-from http_resilience._strategies.limiter import (
+from http_resilience._strategies.concurrency.options import (
     DEFAULT_CONCURRENCY_LIMIT,
     DEFAULT_QUEUE_LIMIT,
     LimiterOptions,
 )
-from http_resilience._strategies.quota import (
+from http_resilience._strategies.quota.options import (
     DEFAULT_QUOTA_LEGACY_HEADERS,
     DEFAULT_QUOTA_RESERVE,
     HeaderNames,
     QuotaOptions,
 )
-from http_resilience._strategies.retry import (
+from http_resilience._strategies.retry.options import (
     DEFAULT_BACKOFF,
     DEFAULT_BASE_DELAY,
     DEFAULT_MAX_DELAY,
@@ -65,7 +65,7 @@ from http_resilience._strategies.retry import (
     RetryOptions,
     StatusInput,
 )
-from http_resilience._strategies.timeout import (
+from http_resilience._strategies.timeout.options import (
     DEFAULT_ATTEMPT_TIMEOUT,
     DEFAULT_OWN_TRANSPORT_TIMEOUT,
     DEFAULT_TOTAL_REQUEST_TIMEOUT,

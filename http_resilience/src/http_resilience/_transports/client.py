@@ -11,9 +11,9 @@ from http_resilience._core.clock import Clock
 from http_resilience._core.deadline import DEADLINE_HEADER
 from http_resilience._core.events import HttpEventListener
 from http_resilience._core.pipeline import Stamp
+from http_resilience._fleet.state import SharedState
 from http_resilience._pipelines.custom import ResiliencePipeline
 from http_resilience._pipelines.standard import HttpResilienceOptions
-from http_resilience._shared.state import SharedState
 from http_resilience._transports.client_arguments import resolve, split_arguments
 
 # tools/unasync.py writes client_sync.py from this module; the sync name is

@@ -23,9 +23,9 @@ from http_resilience._core.clock import Clock
 from http_resilience._core.correlation import CorrelationSource
 from http_resilience._core.events import HttpEventListener
 from http_resilience._core.pipeline import Stamp
+from http_resilience._fleet.state import SharedState
 from http_resilience._pipelines.custom import ResiliencePipeline
 from http_resilience._pipelines.standard import HttpResilienceOptions
-from http_resilience._shared.state import SharedState
 from http_resilience._transports.client import build_async_client
 from http_resilience._transports.client_arguments import check_urls
 from http_resilience._transports.client_sync import build_client

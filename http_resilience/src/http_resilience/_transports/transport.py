@@ -47,15 +47,15 @@ from http_resilience._core.pipeline import (
 )
 from http_resilience._core.raw_headers import is_token
 from http_resilience._core.telemetry import Telemetry
+from http_resilience._fleet.builders import fleet_overrides
+from http_resilience._fleet.link import ClientShare
+from http_resilience._fleet.state import SharedState
 from http_resilience._pipelines.custom import ResiliencePipeline
 from http_resilience._pipelines.standard import (
     HttpResilienceOptions,
     apply_environment,
     standard_steps,
 )
-from http_resilience._shared.builders import fleet_overrides
-from http_resilience._shared.link import ClientShare
-from http_resilience._shared.state import SharedState
 from http_resilience._transports.sync_deadline import hold_deadlines
 
 __all__ = [
