@@ -139,8 +139,12 @@ def build_async_client(
     resolved, custom = resolve(options, pipeline, config, name, sync=False)
     router: AsyncProxyRouter | None = None
     if transport is None:
-        # httpx's transport, with the environment's proxies beside it.
-        transport = router = AsyncProxyRouter(environment_proxies(building), building)
+        proxies = environment_proxies(building)
+        if any(url is not None for url in proxies.values()):
+            # httpx's transport, with the environment's proxies beside it.
+            transport = router = AsyncProxyRouter(proxies, building)
+        else:  # nothing to route: no check on each attempt
+            transport = httpx.AsyncHTTPTransport(**building)
 
     built: list[AsyncResilientTransport] = []
 

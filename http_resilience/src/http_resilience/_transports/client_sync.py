@@ -135,8 +135,12 @@ def build_client(
     resolved, custom = resolve(options, pipeline, config, name, sync=True)
     router: ProxyRouter | None = None
     if transport is None:
-        # httpx's transport, with the environment's proxies beside it.
-        transport = router = ProxyRouter(environment_proxies(building), building)
+        proxies = environment_proxies(building)
+        if any(url is not None for url in proxies.values()):
+            # httpx's transport, with the environment's proxies beside it.
+            transport = router = ProxyRouter(proxies, building)
+        else:  # nothing to route: no check on each attempt
+            transport = httpx.HTTPTransport(**building)
 
     built: list[ResilientTransport] = []
 
