@@ -17,7 +17,8 @@ layout and docstrings carry over:
   out of the copy: a re-export of the
   sync names from the async module, say;
 - `Twin.text` lists exact replacements for what no name table can say (a
-  doctest's ``asyncio.run``); each must match, so a stale one is an error.
+  doctest's ``asyncio.run``); each must match, so a stale one is an error;
+  likewise a rename in a twin's table that the source never uses.
 
 The copy then goes through ``ruff check --fix`` (import order; ``yield from``
 for a loop that only yields, which an async generator cannot write) and ``ruff
@@ -139,7 +140,6 @@ TWINS: tuple[Twin, ...] = (
             "AsyncResilientTransport": "ResilientTransport",
             "AsyncProxyRouter": "ProxyRouter",
             "an async client needs async": "a sync client needs sync",
-            "async client": "sync client",
         },
         text=(
             ("sync=False", "sync=True"),
@@ -285,10 +285,17 @@ def _names_pattern(names: Mapping[str, str]) -> re.Pattern[str]:
 _ASYNC_WORDS = re.compile(r"\basync (?=def\b|for\b|with\b)|\bawait (?=[\w(\[])")
 
 
-def _rewrite_text(text: str, names: Mapping[str, str], pattern: re.Pattern[str]) -> str:
+def _rewrite_text(
+    text: str, names: Mapping[str, str], pattern: re.Pattern[str], used: set[str]
+) -> str:
     """Rename inside a string or comment: async syntax in code samples, and words."""
     text = _ASYNC_WORDS.sub("", text)
-    return pattern.sub(lambda found: names[found[1]], text)
+
+    def renamed(found: re.Match[str]) -> str:
+        used.add(found[1])
+        return names[found[1]]
+
+    return pattern.sub(renamed, text)
 
 
 def _dropped_rows(
@@ -334,6 +341,7 @@ def unasync(source: str, twin: Twin) -> str:
     names = {**BUILTIN_NAMES, **twin.names}
     pattern = _names_pattern(names)
     code_names = {key: value for key, value in names.items() if " " not in key}
+    used: set[str] = set()
     tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
     lines = source.splitlines(keepends=True)
     dropped = _dropped_rows(tokens, lines)
@@ -358,8 +366,10 @@ def unasync(source: str, twin: Twin) -> str:
                 edits.append((row, column, stop, ""))
             continue
         if token.type == tokenize.NAME:
-            renamed = _rename(significant, position, code_names)
-            if renamed is not None:
+            key = _renamed_key(significant, position, code_names)
+            if key is not None:
+                used.add(key)
+                renamed = code_names[key].split(".")[-1]
                 edits.append((row, column, token.end[1], renamed))
                 if (
                     following is not None
@@ -370,10 +380,13 @@ def unasync(source: str, twin: Twin) -> str:
                     close_row, close_column = closing.start
                     edits.append((close_row, close_column, close_column, ", None"))
         elif token.type == tokenize.STRING:
-            _edit_text(token, names, pattern, lines, edits)
+            _edit_text(token, names, pattern, lines, edits, used)
     for token in tokens:
         if token.type == tokenize.COMMENT and not token.string.startswith(MARKER):
-            _edit_text(token, names, pattern, lines, edits)
+            _edit_text(token, names, pattern, lines, edits, used)
+    unused = sorted(set(twin.names) - used)
+    if unused:
+        raise SystemExit(f"{twin.source}: renames never used: {', '.join(unused)}")
     for row, start, stop, text in sorted(edits, reverse=True):
         line = lines[row - 1]
         lines[row - 1] = line[:start] + text + line[stop:]
@@ -390,18 +403,18 @@ def unasync(source: str, twin: Twin) -> str:
     return header + result
 
 
-def _rename(
+def _renamed_key(
     tokens: list[tokenize.TokenInfo], position: int, names: Mapping[str, str]
 ) -> str | None:
-    """The new name of the NAME token at `position`: a key (maybe dotted) ends there."""
-    for key, value in names.items():
+    """The key (maybe dotted) of `names` that ends at the NAME token at `position`."""
+    for key in names:
         parts = key.split(".")
         if parts[-1] != tokens[position].string or position < 2 * (len(parts) - 1):
             continue
         before = [tokens[position - 2 * back].string for back in range(len(parts))]
         dots = [tokens[position - 2 * back + 1].string for back in range(1, len(parts))]
         if before[::-1] == parts and all(dot == "." for dot in dots):
-            return value.split(".")[-1]
+            return key
     return None
 
 
@@ -425,6 +438,7 @@ def _edit_text(
     pattern: re.Pattern[str],
     lines: list[str],
     edits: list[tuple[int, int, int, str]],
+    used: set[str],
 ) -> None:
     """Rename inside a (maybe multi-line) string or comment, line by line."""
     (first, start), (last, stop) = token.start, token.end
@@ -432,7 +446,7 @@ def _edit_text(
         line = lines[row - 1]
         begin = start if row == first else 0
         end = stop if row == last else len(line)
-        rewritten = _rewrite_text(line[begin:end], names, pattern)
+        rewritten = _rewrite_text(line[begin:end], names, pattern, used)
         if rewritten != line[begin:end]:
             edits.append((row, begin, end, rewritten))
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tools.unasync import TWINS, Twin, main, unasync
 
 SOURCE = '''"""`fetch` reads an async iterable."""
@@ -54,3 +56,18 @@ def test_the_rewriting_rules() -> None:
         "    clock.sleep_sync(0)\n    source.close()\n    raise StopIteration\n" in copy
     )
     assert '"""`fetch_sync` reads an iterable."""' in copy
+
+
+def test_a_rename_the_source_never_uses_is_an_error() -> None:
+    twin = Twin(
+        "fetch.py",
+        "fetch_sync.py",
+        names={"fetch": "fetch_sync", "fetch_all": "fetch_all_sync"},
+    )
+    with pytest.raises(SystemExit, match="renames never used: fetch_all"):
+        unasync(SOURCE, twin)
+
+
+def test_a_rename_used_only_in_prose_counts_as_used() -> None:
+    twin = Twin("fetch.py", "fetch_sync.py", names={"reads an": "reads a sync"})
+    assert "`fetch` reads a sync iterable" in unasync(SOURCE, twin)
