@@ -501,7 +501,7 @@ def build(
             ResilienceMediatorModule(
                 ResilienceMediatorOptions(max_retry_attempts=MAX_RETRIES),
                 clock=clock,
-                rng=random.Random(SEED),
+                random=random.Random(SEED).random,
                 listeners=(events.append,),
             ),
         ]

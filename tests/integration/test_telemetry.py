@@ -87,7 +87,7 @@ async def test_a_retried_send_and_its_http_call_are_one_trace(otel: Recorded) ->
                 ResilienceMediatorModule(
                     ResilienceMediatorOptions(use_jitter=False),
                     clock=MediatorClock(),
-                    rng=random.Random(7),
+                    random=random.Random(7).random,
                     listeners=[telemetry.record_retry],
                 ),
             ]

@@ -166,7 +166,7 @@ def build(
             max_retry_attempts=max_retry_attempts, use_jitter=False
         ),
         clock=FakeClock(),
-        rng=random.Random(3),
+        random=random.Random(3).random,
     )
     return Injector([mediator, resilience, database]).get(Mediator)
 

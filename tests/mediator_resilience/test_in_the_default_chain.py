@@ -111,7 +111,7 @@ def resilience(clock: FakeClock | None = None) -> ResilienceMediatorModule:
     return ResilienceMediatorModule(
         ResilienceMediatorOptions(use_jitter=False),
         clock=clock or FakeClock(),
-        rng=random.Random(1),
+        random=random.Random(1).random,
     )
 
 

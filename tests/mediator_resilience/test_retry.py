@@ -104,7 +104,7 @@ def build(
     resilience = ResilienceMediatorModule(
         options or ResilienceMediatorOptions(use_jitter=False),
         clock=clock or FakeClock(),
-        rng=random.Random(7),
+        random=random.Random(7).random,
         listeners=listeners,
     )
     return Injector([module, resilience]).get(Mediator)
@@ -446,9 +446,12 @@ async def test_the_jitter_is_drawn_from_random_as_in_http_resilience() -> None:
     assert clock.sleeps == pytest.approx([0.1, 0.2])  # the factor 0.5 + 0.0 / 2
 
 
-def test_random_and_rng_together_are_refused() -> None:
-    with pytest.raises(TypeError, match="random= or rng="):
-        ResilienceMediatorModule(random=lambda: 0.5, rng=random.Random(1))
+def test_the_jitter_source_is_given_one_way_only() -> None:
+    # `rng=` (a `random.Random`) is gone: `random=` is the one way, as in
+    # http_resilience.
+    keywords: dict[str, Any] = {"rng": random.Random(1)}
+    with pytest.raises(TypeError, match="rng"):
+        ResilienceMediatorModule(**keywords)
 
 
 _LAZY_TENACITY = textwrap.dedent(

@@ -72,7 +72,7 @@ def build(
             ResilienceMediatorModule(
                 options,
                 clock=clock,
-                rng=random.Random(seed),
+                random=random.Random(seed).random,
                 listeners=[events.append] if events is not None else [],
                 remaining_time=remaining_time,
             ),

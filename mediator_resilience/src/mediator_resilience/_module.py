@@ -40,8 +40,6 @@ class ResilienceMediatorModule(Module):
             `random.Random`'s `random`. The same parameter as in
             `http_resilience` (`StreamRetryOptions`, the transports): a draw
             outside [0, 1) ends the retry with a `ValueError` naming it.
-        rng: The older way to give the jitter source: a `random.Random`, whose
-            `random` is used. Give `random` or `rng`, not both.
         listeners: Called with a `RetryEvent` before every wait.
         remaining_time: Optional: the seconds left before a deadline the retry
             must keep, or None when there is none; for example
@@ -53,8 +51,7 @@ class ResilienceMediatorModule(Module):
             from the environment names its variable.
         ValueError: `config` has a key under ``resilience`` that is no known
             section (``resilience.mediatr``), named with the nearest one.
-        TypeError: `options` is not a `ResilienceMediatorOptions`, or both
-            `random` and `rng` are given.
+        TypeError: `options` is not a `ResilienceMediatorOptions`.
 
     Example:
         >>> from injector import Injector
@@ -72,7 +69,6 @@ class ResilienceMediatorModule(Module):
         *,
         clock: Clock | None = None,
         random: Callable[[], float] | None = None,
-        rng: _random.Random | None = None,
         listeners: Sequence[RetryListener] = (),
         remaining_time: Callable[[], float | None] | None = None,
     ) -> None:
@@ -89,10 +85,8 @@ class ResilienceMediatorModule(Module):
             check_sections(config)
             options = apply_environment(options)
         self.options = options
-        if random is not None and rng is not None:
-            raise TypeError("give the jitter source as random= or rng=, not both")
         if random is None:
-            random = (rng or _random.Random()).random
+            random = _random.Random().random
         if remaining_time is not None and not callable(remaining_time):
             raise TypeError(
                 "remaining_time must be a callable answering the seconds left "
