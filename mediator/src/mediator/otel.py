@@ -43,7 +43,8 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
+from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, ClassVar, Final, Protocol, TypeAlias
 
@@ -247,28 +248,17 @@ class TelemetryBehavior:
 
     async def handle(self, request: Any, next: Next[Any]) -> Any:
         """Run the chain inside the send's span; record its outcome."""
-        name = type(request).__qualname__
-        with self._tracer.start_as_current_span(
-            name,
-            kind=SpanKind.INTERNAL,
-            attributes={"mediator.request.type": name},
-            record_exception=False,
-            set_status_on_exception=False,
-        ) as span:
-            token = self._current.set((name, span))
-            started = self._clock.monotonic()
-            try:
-                response = await next()
-            except BaseException as failure:
-                self._record(name, span, started, failure)
-                raise
-            finally:
-                self._current.reset(token)
-            self._record(name, span, started, None)
-            return response
+        with self._measured(request):
+            return await next()
 
     def handle_sync(self, request: Any, next: SyncNext[Any]) -> Any:
         """The same on the sync path."""
+        with self._measured(request):
+            return next()
+
+    @contextmanager
+    def _measured(self, request: Any) -> Generator[None]:
+        """The send's span, current around the chain; its outcome recorded."""
         name = type(request).__qualname__
         with self._tracer.start_as_current_span(
             name,
@@ -280,14 +270,13 @@ class TelemetryBehavior:
             token = self._current.set((name, span))
             started = self._clock.monotonic()
             try:
-                response = next()
+                yield
             except BaseException as failure:
                 self._record(name, span, started, failure)
                 raise
             finally:
                 self._current.reset(token)
             self._record(name, span, started, None)
-            return response
 
     def record_retry(self, event: RetryReport) -> None:
         """A retry listener: count the retry, and add it to the send's span.

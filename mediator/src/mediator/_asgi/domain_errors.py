@@ -2,34 +2,17 @@
 
 from __future__ import annotations
 
-import math
+from typing import ClassVar
 
-from mediator._asgi.problems import (
-    DEFAULT_RETRY_AFTER,
-    Answer,
-    answer_for,
-    checked_retry_after,
-    problem_parts,
-)
-from mediator._asgi.stack import entered
-from mediator._asgi.types import (
-    PRINCIPAL_SCOPE_KEY,
-    ASGIApp,
-    Message,
-    Receive,
-    Scope,
-    Send,
-    check_app,
-    check_challenge,
-    send_problem,
-)
-from mediator._core.context import current_principal
-from mediator._core.errors import FieldError
+from mediator._asgi.answers import DEFAULT_RETRY_AFTER, DomainErrorAnswers
+from mediator._asgi.problem import send_problem
+from mediator._asgi.stack import entered_http
+from mediator._asgi.types import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = ["DEFAULT_RETRY_AFTER", "DomainErrorMiddleware"]
 
 
-class DomainErrorMiddleware:
+class DomainErrorMiddleware(DomainErrorAnswers[ASGIApp]):
     """Answers the domain errors the wrapped app raises with problem+json.
 
     The mapping (RFC 9457 ``application/problem+json`` bodies):
@@ -103,28 +86,13 @@ class DomainErrorMiddleware:
         (404, 'Something this request names does not exist.')
     """
 
-    def __init__(
-        self,
-        app: ASGIApp,
-        *,
-        retry_after: float = DEFAULT_RETRY_AFTER,
-        www_authenticate: str | None = None,
-    ) -> None:
-        check_app(app)
-        self.app = app
-        self.retry_after = checked_retry_after(retry_after)
-        self.www_authenticate = check_challenge(www_authenticate)
-        self._retry_after = str(math.ceil(retry_after)).encode("ascii")
-        self._challenge = (
-            None if www_authenticate is None else www_authenticate.encode("ascii")
-        )
+    _application: ClassVar[str] = "an ASGI application"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Run the app; answer a domain error it raised before it responded."""
-        if not await entered(scope, receive, send, "DomainErrorMiddleware"):
-            return
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
+        if not await entered_http(
+            self.app, scope, receive, send, "DomainErrorMiddleware"
+        ):
             return
         started = False
 
@@ -139,26 +107,7 @@ class DomainErrorMiddleware:
         except Exception as error:
             if started:
                 raise
-            authenticated = (
-                current_principal() is not None
-                or scope.get(PRINCIPAL_SCOPE_KEY) is not None
-            )
-            found = answer_for(error, authenticated)
-            if found is None:
+            problem = self._problem(error, scope)
+            if problem is None:
                 raise
-            await self._send(send, *found)
-
-    async def _send(
-        self, send: Send, answer: Answer, errors: tuple[FieldError, ...]
-    ) -> None:
-        members, headers = problem_parts(
-            answer, errors, retry_after=self._retry_after, challenge=self._challenge
-        )
-        await send_problem(
-            send,
-            answer.status,
-            answer.title,
-            answer.detail,
-            members=members,
-            headers=headers,
-        )
+            await send_problem(send, problem)

@@ -11,18 +11,83 @@ from __future__ import annotations
 
 import functools
 import inspect
+import uuid
 from collections.abc import Callable, Sequence
-from typing import Any, cast
+from typing import Any, ClassVar, Final, Generic, TypeVar, cast
 
+from mediator._asgi.problem import check_app, check_callable, check_header_name
 from mediator._core.context import Principal, is_correlation_id
 
 __all__ = [
+    "DEFAULT_CORRELATION_HEADER",
+    "RequestContextOptions",
     "checked_principal",
     "checked_trusted",
     "correlation_from",
     "is_async",
     "trusts",
 ]
+
+App = TypeVar("App")
+Of = TypeVar("Of")
+Where = TypeVar("Where")
+
+DEFAULT_CORRELATION_HEADER: Final = "X-Correlation-ID"
+
+
+class RequestContextOptions(Generic[App, Of, Where]):
+    """The options of both `RequestContextMiddleware`s, checked, and their id rule.
+
+    `App` is the wrapped application, `Of` the principal callable and `Where`
+    what the callables are given (an ASGI scope, a WSGI environ). A subclass
+    names them (`_application`, `_where`), says why a server refuses an
+    ``async def`` principal (`_sync_only`, None when it awaits one), and reads
+    the caller's id in its own interface (`_inbound`).
+    """
+
+    _application: ClassVar[str]
+    _where: ClassVar[str]
+    _sync_only: ClassVar[str | None] = None
+
+    def __init__(
+        self,
+        app: App,
+        *,
+        principal: Of | None = None,
+        correlation_header: str = DEFAULT_CORRELATION_HEADER,
+        trusted: Callable[[Where], bool] | None = None,
+    ) -> None:
+        check_app(app, self._application)
+        awaits = False
+        if principal is not None:
+            check_callable(
+                principal,
+                f"principal must be a callable that takes {self._where} and "
+                "returns a Principal or None",
+            )
+            awaits = is_async(principal)
+            if awaits and self._sync_only is not None:
+                raise TypeError(
+                    f"principal must be a plain function, not async def: "
+                    f"{self._sync_only}"
+                )
+        self.app = app
+        self.principal = principal
+        self.correlation_header = correlation_header
+        self.trusted: Callable[[Where], bool] | None = checked_trusted(
+            trusted, self._where
+        )
+        self._header = check_header_name(correlation_header, "correlation_header")
+        self._awaits = awaits
+
+    def _chosen(self, request: Where) -> str:
+        """The request's correlation id: a trusted caller's valid one, else new."""
+        chosen = self._inbound(request) if trusts(self.trusted, request) else None
+        return str(uuid.uuid4()) if chosen is None else chosen
+
+    def _inbound(self, request: Where) -> str | None:
+        """The caller's id, when it sent exactly one valid one."""
+        raise NotImplementedError
 
 
 def correlation_from(values: Sequence[bytes]) -> str | None:
@@ -50,11 +115,11 @@ def checked_trusted(trusted: object, where: str) -> Callable[[Any], bool] | None
     """
     if trusted is None:
         return None
-    if not callable(trusted):
-        raise TypeError(
-            f"trusted must be a callable that takes {where} and returns "
-            f"True or False, or None, got {type(trusted).__name__}"
-        )
+    check_callable(
+        trusted,
+        f"trusted must be a callable that takes {where} and returns True or "
+        "False, or None",
+    )
     if is_async(trusted):
         raise TypeError(
             "trusted must be a plain function, not async def: it decides from "

@@ -5,20 +5,19 @@ from __future__ import annotations
 import contextlib
 import inspect
 import logging
-import uuid
 from collections.abc import Awaitable, Callable
 from contextlib import ExitStack
-from typing import Final, cast
+from typing import ClassVar, cast
 
+from mediator._asgi.answers import INTERNAL_ERROR, log_unhandled
 from mediator._asgi.inbound import (
+    DEFAULT_CORRELATION_HEADER,
+    RequestContextOptions,
     checked_principal,
-    checked_trusted,
     correlation_from,
-    is_async,
-    trusts,
 )
-from mediator._asgi.problems import INTERNAL_ERROR, log_unhandled
-from mediator._asgi.stack import entered
+from mediator._asgi.problem import send_problem
+from mediator._asgi.stack import entered_http
 from mediator._asgi.types import (
     PRINCIPAL_SCOPE_KEY,
     ASGIApp,
@@ -26,9 +25,6 @@ from mediator._asgi.types import (
     Receive,
     Scope,
     Send,
-    check_app,
-    check_header_name,
-    send_problem,
 )
 from mediator._core.context import (
     MAX_CORRELATION_LENGTH,
@@ -46,8 +42,6 @@ __all__ = [
     "TrustedCaller",
 ]
 
-DEFAULT_CORRELATION_HEADER: Final = "X-Correlation-ID"
-
 _logger = logging.getLogger("mediator.asgi")
 
 PrincipalOf = Callable[[Scope], "Principal | Awaitable[Principal | None] | None"]
@@ -57,7 +51,7 @@ TrustedCaller = Callable[[Scope], bool]
 """Whether the caller's own headers are believed, told from its ASGI scope."""
 
 
-class RequestContextMiddleware:
+class RequestContextMiddleware(RequestContextOptions[ASGIApp, PrincipalOf, Scope]):
     """Sets each HTTP request's correlation id and principal for its handlers.
 
     Per ``http`` request, around the wrapped app:
@@ -142,41 +136,20 @@ class RequestContextMiddleware:
         ('order-42 u-1', 'order-42')
     """
 
-    def __init__(
-        self,
-        app: ASGIApp,
-        *,
-        principal: PrincipalOf | None = None,
-        correlation_header: str = DEFAULT_CORRELATION_HEADER,
-        trusted: TrustedCaller | None = None,
-    ) -> None:
-        check_app(app)
-        if principal is not None and not callable(principal):
-            raise TypeError(
-                "principal must be a callable that takes the ASGI scope and "
-                f"returns a Principal or None, got {type(principal).__name__}"
-            )
-        self.app = app
-        self.principal = principal
-        self.correlation_header = correlation_header
-        self.trusted: TrustedCaller | None = checked_trusted(trusted, "the ASGI scope")
-        self._header = check_header_name(correlation_header, "correlation_header")
-        self._awaits = principal is not None and is_async(principal)
+    _application: ClassVar[str] = "an ASGI application"
+    _where: ClassVar[str] = "the ASGI scope"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Run the app with the request's correlation id and principal set."""
-        if not await entered(scope, receive, send, "RequestContextMiddleware"):
-            return
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
+        if not await entered_http(
+            self.app, scope, receive, send, "RequestContextMiddleware"
+        ):
             return
         # Only the outermost web middleware answers a bug: one inside another
         # stack's (a mounted sub-app's own) leaves the error to the outer
         # stack, whose error middlewares may still answer it.
         outermost = scope.get(STACK_SCOPE_KEY) == ["RequestContextMiddleware"]
-        chosen = self._inbound(scope) if trusts(self.trusted, scope) else None
-        if chosen is None:
-            chosen = str(uuid.uuid4())
+        chosen = self._chosen(scope)
         echoed = chosen.encode("ascii")
         header = self._header
         started = False
@@ -207,20 +180,15 @@ class RequestContextMiddleware:
                 # connection, failing the next request a client sends on it.
                 log_unhandled(_logger, error, scope["method"], scope["path"], chosen)
                 with contextlib.suppress(Exception):  # the caller may have left
-                    await send_problem(
-                        echoing,
-                        INTERNAL_ERROR.status,
-                        INTERNAL_ERROR.title,
-                        INTERNAL_ERROR.detail,
-                    )
+                    await send_problem(echoing, INTERNAL_ERROR)
 
-    def _inbound(self, scope: Scope) -> str | None:
+    def _inbound(self, request: Scope) -> str | None:
         """The caller's id, when it sent exactly one valid one."""
         header = self._header
         return correlation_from(
             [
                 bytes(value)
-                for name, value in scope.get("headers", ())
+                for name, value in request.get("headers", ())
                 if bytes(name).lower() == header
             ]
         )

@@ -7,11 +7,11 @@ package imports the other.
 
 from __future__ import annotations
 
-from mediator._asgi.types import Receive, Scope, Send
+from mediator._asgi.types import ASGIApp, Receive, Scope, Send
 from mediator._core.errors import ConfigurationError
 from mediator._primitives.stack_order import misplaced
 
-__all__ = ["MiddlewareOrderError", "enter_stack", "entered"]
+__all__ = ["MiddlewareOrderError", "enter_stack", "entered", "entered_http"]
 
 
 class MiddlewareOrderError(ConfigurationError):
@@ -56,3 +56,22 @@ async def entered(scope: Scope, receive: Receive, send: Send, name: str) -> bool
     if message.get("type") == "lifespan.startup":
         await send({"type": "lifespan.startup.failed", "message": refusal})
     return False
+
+
+async def entered_http(
+    app: ASGIApp, scope: Scope, receive: Receive, send: Send, name: str
+) -> bool:
+    """`entered`, then any scope but ``http`` passed to `app` untouched.
+
+    True when middleware `name` handles this request itself: an ``http`` one,
+    in a well-ordered stack.
+
+    Raises:
+        MiddlewareOrderError: As `entered` does.
+    """
+    if not await entered(scope, receive, send, name):
+        return False
+    if scope["type"] != "http":
+        await app(scope, receive, send)
+        return False
+    return True

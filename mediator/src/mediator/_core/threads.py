@@ -26,6 +26,9 @@ so a send pays for a thread hop (tens of microseconds), not a thread start.
 Under asyncio the result comes back through a future of the running loop.
 Under any other event loop (trio, through anyio) an anyio worker thread waits
 for the lane's call; anyio is imported only then.
+
+One concept: slots, lanes and pooled workers share one lock and one set of
+invariants (who holds a slot, who may wait for one), kept in one module.
 """
 
 from __future__ import annotations

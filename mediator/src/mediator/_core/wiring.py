@@ -75,6 +75,17 @@ class Wiring:
         """
         return self._compile(key, context, ())
 
+    def optional(self, key: Any, *, context: str) -> Callable[[], Any] | None:
+        """What builds `key`, or None when it cannot be built (an optional part).
+
+        A behavior asks this for what it may do without, such as a unit of work
+        or a store that no module binds.
+        """
+        try:
+            return self.factory(key, context=context).make
+        except UnresolvableDependencyError:
+            return None
+
     def _compile(self, key: Any, context: str, path: tuple[str, ...]) -> Factory:
         if key in self._fixed:
             value = self._fixed[key]

@@ -14,13 +14,13 @@ The sync copy, `chain_sync`, is generated from this module by
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
-from mediator._core.handlers import CallStyle, HandlerInfo
+from mediator._core.colour import AsyncAny, AsyncNone, notify
+from mediator._core.handlers import HandlerInfo
 from mediator._core.scope import enter_scope
-from mediator._core.threads import build_and_handle, in_thread  # unasync: async-only
 
 __all__ = [
     "AsyncHandle",
@@ -33,16 +33,30 @@ __all__ = [
     "failed",
 ]
 
-AsyncRoute = Callable[[Any], Awaitable[Any]]
+AsyncRoute = Callable[[Any], AsyncAny]
 """A send route: from the request to its response."""
 
-AsyncHandle = Callable[[Any, Any], Awaitable[Any]]
+AsyncHandle = Callable[[Any, Any], AsyncAny]
 """A behavior's ``handle(message, next)``."""
 
-PublishRoute = Callable[[Any, bool, bool], Awaitable[None]]
+PublishRoute = Callable[[Any, bool, bool], AsyncNone]
 """A publish route: ``(notification, concurrent, stop_on_first_failure)``."""
 
 NotificationTarget = tuple[HandlerInfo, Callable[[], Any]]
+
+R = TypeVar("R")
+
+
+def _wrapped(
+    route: R,
+    handles: Sequence[AsyncHandle],
+    step: Callable[[AsyncHandle, R], R],
+    scope: Callable[[R], R] | None,
+) -> R:
+    """`route` inside each of `handles`, outermost first, then inside `scope`."""
+    for handle in reversed(handles):
+        route = step(handle, route)
+    return route if scope is None else scope(route)
 
 
 # --- send ----------------------------------------------------------------------
@@ -52,15 +66,13 @@ def chain(
     route: AsyncRoute, handles: Sequence[AsyncHandle], *, scoped: bool
 ) -> AsyncRoute:
     """`route` inside each of `handles`, outermost first; inside a scope if `scoped`."""
-    for handle in reversed(handles):
-        route = _step(handle, route)
-    return _scoped(route) if scoped else route
+    return _wrapped(route, handles, _step, _scoped if scoped else None)
 
 
 def _step(handle: AsyncHandle, inner: AsyncRoute) -> AsyncRoute:
     def step(
         request: Any, handle: AsyncHandle = handle, inner: AsyncRoute = inner
-    ) -> Awaitable[Any]:
+    ) -> AsyncAny:
         # partial(), not a lambda: it is cheaper to create, and one is made per step.
         # The defaults make them locals: faster to reach than the closure's cells.
         return handle(request, partial(inner, request))
@@ -83,13 +95,11 @@ def chain_publish(
     route: PublishRoute, handles: Sequence[AsyncHandle], *, scoped: bool
 ) -> PublishRoute:
     """`route` inside each of `handles`, outermost first; inside a scope if `scoped`."""
-    for handle in reversed(handles):
-        route = _publish_step(handle, route)
-    return _scoped_publish(route) if scoped else route
+    return _wrapped(route, handles, _publish_step, _scoped_publish if scoped else None)
 
 
 def _publish_step(handle: AsyncHandle, inner: PublishRoute) -> PublishRoute:
-    def step(notification: Any, concurrent: bool, stop: bool) -> Awaitable[Any]:
+    def step(notification: Any, concurrent: bool, stop: bool) -> AsyncAny:
         return handle(notification, partial(inner, notification, concurrent, stop))
 
     return step
@@ -114,13 +124,7 @@ def deliver_in_turn(targets: list[NotificationTarget], type_name: str) -> Publis
         errors: list[Exception] = []
         for info, make in targets:
             try:
-                # A plain def runs in a worker thread, not on the loop.
-                if info.style is CallStyle.SYNC:  # unasync: async-only
-                    await in_thread(build_and_handle, make, notification)
-                    continue
-                result = make().handle(notification)
-                if info.style is CallStyle.ASYNC:  # unasync: async-only
-                    await result
+                await notify(info, make, notification)
             except Exception as error:  # every one is kept; BaseException passes
                 errors.append(error)
                 if stop:

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
+from mediator._core.colour import SyncAny, SyncNone, notify_sync
 from mediator._core.handlers import HandlerInfo
 from mediator._core.scope import enter_scope
 
@@ -34,16 +35,30 @@ __all__ = [
     "failed",
 ]
 
-SyncRoute = Callable[[Any], Any]
+SyncRoute = Callable[[Any], SyncAny]
 """A send route: from the request to its response."""
 
-SyncHandle = Callable[[Any, Any], Any]
+SyncHandle = Callable[[Any, Any], SyncAny]
 """A behavior's ``handle(message, next)``."""
 
-SyncPublishRoute = Callable[[Any, bool, bool], None]
+SyncPublishRoute = Callable[[Any, bool, bool], SyncNone]
 """A publish route: ``(notification, concurrent, stop_on_first_failure)``."""
 
 NotificationTarget = tuple[HandlerInfo, Callable[[], Any]]
+
+R = TypeVar("R")
+
+
+def _wrapped(
+    route: R,
+    handles: Sequence[SyncHandle],
+    step: Callable[[SyncHandle, R], R],
+    scope: Callable[[R], R] | None,
+) -> R:
+    """`route` inside each of `handles`, outermost first, then inside `scope`."""
+    for handle in reversed(handles):
+        route = step(handle, route)
+    return route if scope is None else scope(route)
 
 
 # --- send ----------------------------------------------------------------------
@@ -53,15 +68,13 @@ def chain_sync(
     route: SyncRoute, handles: Sequence[SyncHandle], *, scoped: bool
 ) -> SyncRoute:
     """`route` inside each of `handles`, outermost first; inside a scope if `scoped`."""
-    for handle in reversed(handles):
-        route = _step(handle, route)
-    return _scoped(route) if scoped else route
+    return _wrapped(route, handles, _step, _scoped if scoped else None)
 
 
 def _step(handle: SyncHandle, inner: SyncRoute) -> SyncRoute:
     def step(
         request: Any, handle: SyncHandle = handle, inner: SyncRoute = inner
-    ) -> Any:
+    ) -> SyncAny:
         # partial(), not a lambda: it is cheaper to create, and one is made per step.
         # The defaults make them locals: faster to reach than the closure's cells.
         return handle(request, partial(inner, request))
@@ -84,13 +97,11 @@ def chain_publish_sync(
     route: SyncPublishRoute, handles: Sequence[SyncHandle], *, scoped: bool
 ) -> SyncPublishRoute:
     """`route` inside each of `handles`, outermost first; inside a scope if `scoped`."""
-    for handle in reversed(handles):
-        route = _publish_step(handle, route)
-    return _scoped_publish(route) if scoped else route
+    return _wrapped(route, handles, _publish_step, _scoped_publish if scoped else None)
 
 
 def _publish_step(handle: SyncHandle, inner: SyncPublishRoute) -> SyncPublishRoute:
-    def step(notification: Any, concurrent: bool, stop: bool) -> Any:
+    def step(notification: Any, concurrent: bool, stop: bool) -> SyncAny:
         return handle(notification, partial(inner, notification, concurrent, stop))
 
     return step
@@ -115,9 +126,9 @@ def deliver_in_turn_sync(
 
     def deliver(notification: Any, concurrent: bool, stop: bool) -> None:
         errors: list[Exception] = []
-        for _, make in targets:
+        for info, make in targets:
             try:
-                make().handle(notification)
+                notify_sync(info, make, notification)
             except Exception as error:  # every one is kept; BaseException passes
                 errors.append(error)
                 if stop:

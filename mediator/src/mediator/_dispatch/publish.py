@@ -9,11 +9,9 @@ refuses.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from typing import Any
 
-from mediator._core.handlers import CallStyle, HandlerInfo
-from mediator._core.threads import build_and_handle, in_thread
+from mediator._core.colour import notify
 from mediator._dispatch.chain import (
     NotificationTarget,
     PublishRoute,
@@ -26,7 +24,7 @@ from mediator._dispatch.chain_sync import (
     chain_publish_sync,
     deliver_in_turn_sync,
 )
-from mediator._dispatch.routes import BehaviorInfo, describe, refuse
+from mediator._dispatch.routes import BehaviorInfo, describe, refuse, sync_handles
 
 __all__ = [
     "NotificationTarget",
@@ -62,18 +60,6 @@ def publish_route(
     return chain_publish(deliver, handles, scoped=scoped)
 
 
-async def _call(info: HandlerInfo, make: Callable[[], Any], notification: Any) -> None:
-    if info.style is CallStyle.SYNC:
-        # In a worker thread. The plain-def handlers of one scoped publish share
-        # its thread, so they run one at a time even when concurrent: never two
-        # at once on one request-scoped session.
-        await in_thread(build_and_handle, make, notification)
-        return
-    result = make().handle(notification)
-    if info.style is CallStyle.ASYNC:
-        await result
-
-
 async def _deliver_concurrently(
     notification: Any, targets: list[NotificationTarget], type_name: str, stop: bool
 ) -> None:
@@ -81,12 +67,13 @@ async def _deliver_concurrently(
         try:
             async with asyncio.TaskGroup() as group:
                 for info, make in targets:
-                    group.create_task(_call(info, make, notification))
+                    group.create_task(notify(info, make, notification))
         except ExceptionGroup as failures:
             raise failed(type_name, list(failures.exceptions), len(targets)) from None
         return
     tasks = [
-        asyncio.ensure_future(_call(info, make, notification)) for info, make in targets
+        asyncio.ensure_future(notify(info, make, notification))
+        for info, make in targets
     ]
     outcomes = await asyncio.gather(*tasks, return_exceptions=True)
     errors: list[Exception] = []
@@ -118,14 +105,12 @@ def sync_publish_route(
                 "publish_sync cannot run it: await mediator.publish(...) instead, "
                 "or make handle() a plain def"
             )
-    handles: list[Callable[[Any, Callable[[], Any]], Any]] = []
-    for behavior in behaviors:
-        if behavior.handle_sync is None:
-            return refuse(
-                f"behavior {behavior.name} applies to {type_name} but has no "
-                "handle_sync, so publish_sync cannot run it"
-            )
-        handles.append(behavior.handle_sync)
+    handles = sync_handles(behaviors)
+    if isinstance(handles, BehaviorInfo):
+        return refuse(
+            f"behavior {handles.name} applies to {type_name} but has no "
+            "handle_sync, so publish_sync cannot run it"
+        )
     return chain_publish_sync(
         deliver_in_turn_sync(targets, type_name), handles, scoped=scoped
     )

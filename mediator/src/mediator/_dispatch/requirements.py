@@ -22,10 +22,8 @@ from typing import Any, Final, cast
 from mediator._behaviors.authorization import AuthorizationBehavior, requirements_of
 from mediator._behaviors.idempotency.behavior import IdempotencyBehavior
 from mediator._behaviors.idempotency.marker import is_idempotent
-from mediator._behaviors.transaction.behavior import (
-    TransactionBehavior,
-    is_transactional,
-)
+from mediator._behaviors.transaction.behavior import TransactionBehavior
+from mediator._behaviors.transaction.marker import is_transactional
 from mediator._core.errors import ConfigurationError
 from mediator._core.stage import Stage
 from mediator._dispatch.routes import BehaviorInfo

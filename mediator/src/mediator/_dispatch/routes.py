@@ -22,7 +22,7 @@ from mediator._core.errors import SyncPathError
 from mediator._core.handlers import CallStyle, HandlerInfo
 from mediator._core.threads import build_and_handle, in_thread
 from mediator._dispatch.chain import AsyncRoute, chain
-from mediator._dispatch.chain_sync import SyncRoute, chain_sync
+from mediator._dispatch.chain_sync import SyncHandle, SyncRoute, chain_sync
 
 __all__ = [
     "AsyncRoute",
@@ -115,21 +115,29 @@ def sync_route(
             "async def, so send_sync cannot run it: await mediator.send(...) "
             "instead, or make handle() a plain def"
         )
-    handles: list[Callable[[Any, Callable[[], Any]], Any]] = []
-    for behavior in behaviors:
-        if behavior.handle_sync is None:
-            return refuse(
-                f"behavior {behavior.name} applies to {info.message_type.__qualname__} "
-                "but has no handle_sync, so send_sync cannot run it: await "
-                "mediator.send(...) instead, or give the behavior a handle_sync"
-            )
-        handles.append(behavior.handle_sync)
+    handles = sync_handles(behaviors)
+    if isinstance(handles, BehaviorInfo):
+        return refuse(
+            f"behavior {handles.name} applies to {info.message_type.__qualname__} "
+            "but has no handle_sync, so send_sync cannot run it: await "
+            "mediator.send(...) instead, or give the behavior a handle_sync"
+        )
 
     def call(request: Any) -> Any:
         return make().handle(request)
 
     route: SyncRoute = call if instance is None else instance.handle
     return chain_sync(route, handles, scoped=scoped)
+
+
+def sync_handles(behaviors: list[BehaviorInfo]) -> list[SyncHandle] | BehaviorInfo:
+    """Each behavior's ``handle_sync``, outermost first; or the first without one."""
+    handles: list[SyncHandle] = []
+    for behavior in behaviors:
+        if behavior.handle_sync is None:
+            return behavior
+        handles.append(behavior.handle_sync)
+    return handles
 
 
 def refuse(message: str) -> Callable[..., NoReturn]:

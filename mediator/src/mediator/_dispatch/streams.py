@@ -6,6 +6,7 @@ from collections.abc import (
     AsyncGenerator,
     AsyncIterable,
     AsyncIterator,
+    Awaitable,
     Callable,
     Coroutine,
     Iterable,
@@ -169,19 +170,7 @@ class _ScopedStream(AsyncGenerator[Any, None]):
         """Advance the stream inside its scope."""
         if self._done:
             raise StopAsyncIteration
-        token = current_scope.set(self._state)
-        try:
-            if self._inner is None:
-                self._inner = self._route(self._query)
-            return await self._inner.asend(value)
-        except StopAsyncIteration:
-            await self._end(None)
-            raise
-        except BaseException as failure:
-            await self._end(failure)
-            raise
-        finally:
-            current_scope.reset(token)
+        return await self._step(lambda inner: inner.asend(value))
 
     async def athrow(
         self,
@@ -191,21 +180,10 @@ class _ScopedStream(AsyncGenerator[Any, None]):
     ) -> Any:
         """Raise inside the handler's generator, as for any async generator."""
         error = typ if isinstance(typ, BaseException) else typ()
-        inner = self._inner
-        if self._done or inner is None:
+        if self._done or self._inner is None:
             await self._end(error)
             raise error
-        token = current_scope.set(self._state)
-        try:
-            return await inner.athrow(error)
-        except StopAsyncIteration:
-            await self._end(None)
-            raise
-        except BaseException as failure:
-            await self._end(failure)
-            raise
-        finally:
-            current_scope.reset(token)
+        return await self._step(lambda inner: inner.athrow(error))
 
     async def aclose(self) -> None:
         """Stop early: closes the handler's generator and ends the scope."""
@@ -221,6 +199,28 @@ class _ScopedStream(AsyncGenerator[Any, None]):
             raise
         else:
             await self._end(None)
+        finally:
+            current_scope.reset(token)
+
+    async def _step(
+        self, advance: Callable[[AsyncGenerator[Any, None]], Awaitable[Any]]
+    ) -> Any:
+        """One step of the handler's generator, inside the scope.
+
+        The handler's generator is made on the first step; the scope ends with
+        the stream (exhausted or failed).
+        """
+        token = current_scope.set(self._state)
+        try:
+            if self._inner is None:
+                self._inner = self._route(self._query)
+            return await advance(self._inner)
+        except StopAsyncIteration:
+            await self._end(None)
+            raise
+        except BaseException as failure:
+            await self._end(failure)
+            raise
         finally:
             current_scope.reset(token)
 

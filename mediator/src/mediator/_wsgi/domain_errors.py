@@ -2,24 +2,16 @@
 
 from __future__ import annotations
 
-import math
 import sys
-from collections.abc import Callable, Iterable
-from typing import Any, cast
+from collections.abc import Iterable
+from typing import ClassVar, cast
 
-from mediator._asgi.problems import (
-    DEFAULT_RETRY_AFTER,
-    answer_for,
-    checked_retry_after,
-    problem_parts,
-)
-from mediator._asgi.types import PRINCIPAL_SCOPE_KEY, check_challenge
-from mediator._core.context import current_principal
+from mediator._asgi.answers import DEFAULT_RETRY_AFTER, DomainErrorAnswers
 from mediator._wsgi.types import (
     StartResponse,
+    WatchedStart,
     WSGIApplication,
     WSGIEnvironment,
-    check_app,
     enter_stack,
     problem_response,
 )
@@ -27,7 +19,7 @@ from mediator._wsgi.types import (
 __all__ = ["DEFAULT_RETRY_AFTER", "DomainErrorMiddleware"]
 
 
-class DomainErrorMiddleware:
+class DomainErrorMiddleware(DomainErrorAnswers[WSGIApplication]):
     """Answers the domain errors the wrapped WSGI app raises with problem+json.
 
     The twin of `mediator.asgi.DomainErrorMiddleware`: the same mapping
@@ -55,18 +47,15 @@ class DomainErrorMiddleware:
 
     Args:
         app: The WSGI application to wrap.
-        retry_after: Seconds a 503 asks the caller to wait; default 1. Sent
-            in whole seconds, rounded up.
-        www_authenticate: The challenge of a 401 answer's
-            ``WWW-Authenticate`` header, such as ``'Bearer realm="shop"'``;
-            None (the default) sends none.
+        retry_after: As for the ASGI twin: seconds a 503 asks the caller to
+            wait; default 1.
+        www_authenticate: As for the ASGI twin: the challenge of a 401
+            answer; None (the default) sends none.
 
     Raises:
-        TypeError: `app` is not callable, `retry_after` is not a number, or
-            `www_authenticate` is not a string.
-        ValueError: `retry_after` is negative, NaN, infinite or over a day,
-            or `www_authenticate` is empty or holds a character a header
-            value may not (a line break).
+        TypeError: `app` is not callable, or an option has the wrong type
+            (the ASGI twin's rules and messages).
+        ValueError: An option is out of bounds (the ASGI twin's rules).
 
     Example:
         >>> from wsgiref.util import setup_testing_defaults
@@ -83,60 +72,22 @@ class DomainErrorMiddleware:
         (['404 Not Found'], b'{"type": "about:blank", "title": "Not Found", ...}')
     """
 
-    def __init__(
-        self,
-        app: WSGIApplication,
-        *,
-        retry_after: float = DEFAULT_RETRY_AFTER,
-        www_authenticate: str | None = None,
-    ) -> None:
-        check_app(app)
-        self.app = app
-        self.retry_after = checked_retry_after(retry_after)
-        self.www_authenticate = check_challenge(www_authenticate)
-        self._retry_after = str(math.ceil(retry_after)).encode("ascii")
-        self._challenge = (
-            None if www_authenticate is None else www_authenticate.encode("ascii")
-        )
+    _application: ClassVar[str] = "a WSGI application"
 
     def __call__(
         self, environ: WSGIEnvironment, start_response: StartResponse
     ) -> Iterable[bytes]:
         """Run the app; answer a domain error its call raised."""
         enter_stack(environ, "DomainErrorMiddleware")
-        started = False
-
-        def watched(
-            status: str, headers: list[tuple[str, str]], exc_info: Any = None
-        ) -> Callable[[bytes], object]:
-            nonlocal started
-            started = True
-            if exc_info is None:
-                return start_response(status, headers)
-            return start_response(status, headers, exc_info)
-
+        watched = WatchedStart(start_response)
         try:
             return self.app(environ, cast("StartResponse", watched))
         except Exception as error:
-            authenticated = (
-                current_principal() is not None
-                or environ.get(PRINCIPAL_SCOPE_KEY) is not None
-            )
-            found = answer_for(error, authenticated)
-            if found is None:
+            problem = self._problem(error, environ)
+            if problem is None:
                 raise
-            answer, errors = found
-            members, extra = problem_parts(
-                answer, errors, retry_after=self._retry_after, challenge=self._challenge
-            )
-            status, headers, body = problem_response(
-                answer.status,
-                answer.title,
-                answer.detail,
-                members=members,
-                headers=extra,
-            )
+            status, headers, body = problem_response(problem)
             # An answer begun is replaced through exc_info, or the server
             # re-raises the error when it already sent that answer.
-            start_response(status, headers, sys.exc_info() if started else None)
+            start_response(status, headers, sys.exc_info() if watched.started else None)
             return [body]

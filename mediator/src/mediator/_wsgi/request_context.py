@@ -5,28 +5,27 @@ from __future__ import annotations
 import inspect
 import logging
 import sys
-import uuid
 from collections.abc import Callable, Iterable
 from contextlib import ExitStack
-from typing import Any, Final, cast
+from functools import cached_property
+from typing import ClassVar, cast
 
+from mediator._asgi.answers import INTERNAL_ERROR, log_unhandled
 from mediator._asgi.inbound import (
+    DEFAULT_CORRELATION_HEADER,
+    RequestContextOptions,
     checked_principal,
-    checked_trusted,
     correlation_from,
-    is_async,
-    trusts,
 )
-from mediator._asgi.problems import INTERNAL_ERROR, log_unhandled
-from mediator._asgi.types import PRINCIPAL_SCOPE_KEY, check_header_name
+from mediator._asgi.types import PRINCIPAL_SCOPE_KEY
 from mediator._core.context import Principal, acting_as, correlation_id
 from mediator._primitives.stack_order import STACK_SCOPE_KEY
 from mediator._primitives.wsgi_context import serve_in_context
 from mediator._wsgi.types import (
     StartResponse,
+    WatchedStart,
     WSGIApplication,
     WSGIEnvironment,
-    check_app,
     enter_stack,
     environ_key,
     header_bytes,
@@ -40,19 +39,18 @@ __all__ = [
     "TrustedCaller",
 ]
 
-DEFAULT_CORRELATION_HEADER: Final = "X-Correlation-ID"
-
 PrincipalOf = Callable[[WSGIEnvironment], "Principal | None"]
 """Who sends the request, read from its WSGI environ; a plain function."""
 
 TrustedCaller = Callable[[WSGIEnvironment], bool]
 """Whether the caller's own headers are believed, told from its WSGI environ."""
 
-_WHERE: Final = "the WSGI environ"
 _logger = logging.getLogger("mediator.wsgi")
 
 
-class RequestContextMiddleware:
+class RequestContextMiddleware(
+    RequestContextOptions[WSGIApplication, PrincipalOf, WSGIEnvironment]
+):
     """Sets each WSGI request's correlation id and principal for its handlers.
 
     The twin of `mediator.asgi.RequestContextMiddleware`, with the same
@@ -128,31 +126,9 @@ class RequestContextMiddleware:
         ('X-Correlation-ID', 'order-42')
     """
 
-    def __init__(
-        self,
-        app: WSGIApplication,
-        *,
-        principal: PrincipalOf | None = None,
-        correlation_header: str = DEFAULT_CORRELATION_HEADER,
-        trusted: TrustedCaller | None = None,
-    ) -> None:
-        check_app(app)
-        if principal is not None and not callable(principal):
-            raise TypeError(
-                "principal must be a callable that takes the WSGI environ and "
-                f"returns a Principal or None, got {type(principal).__name__}"
-            )
-        if principal is not None and is_async(principal):
-            raise TypeError(
-                "principal must be a plain function, not async def: a WSGI "
-                "server runs no event loop"
-            )
-        self.app = app
-        self.principal = principal
-        self.correlation_header = correlation_header
-        self.trusted: TrustedCaller | None = checked_trusted(trusted, _WHERE)
-        self._lowered = check_header_name(correlation_header, "correlation_header")
-        self._key = environ_key(correlation_header)
+    _application: ClassVar[str] = "a WSGI application"
+    _where: ClassVar[str] = "the WSGI environ"
+    _sync_only: ClassVar[str | None] = "a WSGI server runs no event loop"
 
     def __call__(
         self, environ: WSGIEnvironment, start_response: StartResponse
@@ -161,23 +137,8 @@ class RequestContextMiddleware:
         enter_stack(environ, "RequestContextMiddleware")
         # Only the outermost web middleware answers a bug (see the ASGI twin).
         outermost = environ.get(STACK_SCOPE_KEY) == ["RequestContextMiddleware"]
-        chosen = self._inbound(environ) if trusts(self.trusted, environ) else None
-        if chosen is None:
-            chosen = str(uuid.uuid4())
-        lowered = self._lowered.decode("ascii")
-        echoed = (self.correlation_header, chosen)
-        started = False
-
-        def echoing(
-            status: str, headers: list[tuple[str, str]], exc_info: Any = None
-        ) -> Callable[[bytes], object]:
-            nonlocal started
-            started = True
-            if all(name.lower() != lowered for name, _ in headers):
-                headers = [*headers, echoed]
-            if exc_info is None:
-                return start_response(status, headers)
-            return start_response(status, headers, exc_info)
+        chosen = self._chosen(environ)
+        echoing = WatchedStart(start_response, (self.correlation_header, chosen))
 
         def start(stack: ExitStack) -> Iterable[bytes]:
             stack.enter_context(correlation_id(chosen))
@@ -194,10 +155,8 @@ class RequestContextMiddleware:
                 # server's own would not), and logged here, once. An answer
                 # begun is replaced through exc_info (the server re-raises the
                 # error when it already sent it).
-                status, headers, body = problem_response(
-                    INTERNAL_ERROR.status, INTERNAL_ERROR.title, INTERNAL_ERROR.detail
-                )
-                echoing(status, headers, sys.exc_info() if started else None)
+                status, headers, body = problem_response(INTERNAL_ERROR)
+                echoing(status, headers, sys.exc_info() if echoing.started else None)
                 log_unhandled(
                     _logger,
                     error,
@@ -209,9 +168,14 @@ class RequestContextMiddleware:
 
         return serve_in_context(start)
 
-    def _inbound(self, environ: WSGIEnvironment) -> str | None:
+    @cached_property
+    def _key(self) -> str:
+        """Where the server puts the correlation header in the environ."""
+        return environ_key(self.correlation_header)
+
+    def _inbound(self, request: WSGIEnvironment) -> str | None:
         """The caller's id, when it sent exactly one valid one."""
-        found = environ.get(self._key)
+        found = request.get(self._key)
         if found is None:
             return None
         value = header_bytes(found)

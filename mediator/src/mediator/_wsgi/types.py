@@ -6,34 +6,25 @@ Django's apps satisfy: `mediator` depends on no web framework.
 
 from __future__ import annotations
 
-from collections.abc import Coroutine, Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Coroutine, Iterator, MutableMapping
 from typing import Any
 from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
 
+from mediator._asgi.problem import Problem, send_problem
 from mediator._asgi.stack import enter_stack as enter_asgi_stack
-from mediator._asgi.types import Message, send_problem
+from mediator._asgi.types import Message
 
 __all__ = [
     "StartResponse",
     "WSGIApplication",
     "WSGIEnvironment",
-    "check_app",
+    "WatchedStart",
     "enter_stack",
     "environ_key",
     "header_bytes",
     "problem_response",
     "status_code",
 ]
-
-
-def check_app(app: object) -> None:
-    """Refuse an `app` that is not callable, naming the argument.
-
-    Raises:
-        TypeError: `app` is not callable.
-    """
-    if not callable(app):
-        raise TypeError(f"app must be a WSGI application, got {type(app).__name__}")
 
 
 class _AsHttpScope(MutableMapping[str, Any]):
@@ -62,6 +53,38 @@ class _AsHttpScope(MutableMapping[str, Any]):
 
     def __len__(self) -> int:
         return len(self._environ)
+
+
+class WatchedStart:
+    """A WSGI app's ``start_response``, wrapped: `started` tells it was called.
+
+    With `echo`, a ``(name, value)`` header the app did not set itself (names
+    compared without case) is added to the answer.
+    """
+
+    __slots__ = ("_echo", "_lowered", "_start", "started")
+
+    def __init__(
+        self, start_response: StartResponse, echo: tuple[str, str] | None = None
+    ) -> None:
+        self._start = start_response
+        self._echo = echo
+        self._lowered = None if echo is None else echo[0].lower()
+        self.started = False
+
+    def __call__(
+        self, status: str, headers: list[tuple[str, str]], exc_info: Any = None
+    ) -> Callable[[bytes], object]:
+        """Start the answer through the server's ``start_response``."""
+        self.started = True
+        echo = self._echo
+        if echo is not None and all(
+            name.lower() != self._lowered for name, _ in headers
+        ):
+            headers = [*headers, echo]
+        if exc_info is None:
+            return self._start(status, headers)
+        return self._start(status, headers, exc_info)
 
 
 def enter_stack(environ: WSGIEnvironment, name: str) -> None:
@@ -101,14 +124,7 @@ def status_code(status: str) -> int:
     return int(head) if head.isdigit() else 0
 
 
-def problem_response(
-    status: int,
-    title: str,
-    detail: str,
-    *,
-    members: Mapping[str, object] | None = None,
-    headers: Sequence[tuple[bytes, bytes]] = (),
-) -> tuple[str, list[tuple[str, str]], bytes]:
+def problem_response(problem: Problem) -> tuple[str, list[tuple[str, str]], bytes]:
     """The status line, headers and body of the ASGI middlewares' problem answer.
 
     Written by their own `send_problem`, so both interfaces answer alike to
@@ -119,15 +135,13 @@ def problem_response(
     async def collect(message: Message) -> None:
         messages.append(message)
 
-    _run_at_once(
-        send_problem(collect, status, title, detail, members=members, headers=headers)
-    )
+    _run_at_once(send_problem(collect, problem))
     start, body = messages
     head = [
         (bytes(name).decode("latin-1"), bytes(value).decode("latin-1"))
         for name, value in start["headers"]
     ]
-    return f"{status} {title}", head, bytes(body["body"])
+    return f"{problem.status} {problem.title}", head, bytes(body["body"])
 
 
 def _run_at_once(coroutine: Coroutine[Any, Any, None]) -> None:

@@ -33,18 +33,17 @@ from mediator._asgi.idempotency.settings import (
     checked_scope,
     checked_times,
 )
-from mediator._asgi.routing import router_inside, routes_request
-from mediator._asgi.stack import entered
-from mediator._asgi.types import (
-    ASGIApp,
-    Receive,
-    Scope,
-    Send,
+from mediator._asgi.problem import (
+    Problem,
     check_app,
+    check_callable,
     check_challenge,
     check_header_name,
     send_problem,
 )
+from mediator._asgi.routing import router_inside, routes_request
+from mediator._asgi.stack import entered
+from mediator._asgi.types import ASGIApp, Receive, Scope, Send
 from mediator._behaviors.idempotency.behavior import (
     DEFAULT_LEASE,
     DEFAULT_RETENTION,
@@ -214,15 +213,13 @@ class IdempotencyKeyMiddleware:
         www_authenticate: str | None = None,
     ) -> None:
         check_app(app)
-        if store_factory is not None and not callable(store_factory):
-            raise TypeError(
+        if store_factory is not None:
+            check_callable(
+                store_factory,
                 "store_factory must be a callable that returns an "
-                f"AsyncIdempotencyStore, got {type(store_factory).__name__}"
+                "AsyncIdempotencyStore",
             )
-        if not callable(now):
-            raise TypeError(
-                f"now must be a callable returning a datetime, got {type(now).__name__}"
-            )
+        check_callable(now, "now must be a callable returning a datetime")
         self.app = app
         self.store_factory = store_factory
         self.required = required
@@ -262,7 +259,6 @@ class IdempotencyKeyMiddleware:
             await _send_problem(
                 send,
                 400,
-                "Bad Request",
                 f"The {self.header} header must be sent once, with 1 to "
                 f"{MAX_KEY_LENGTH} visible ASCII characters.",
             )
@@ -272,7 +268,6 @@ class IdempotencyKeyMiddleware:
                 await _send_problem(
                     send,
                     400,
-                    "Bad Request",
                     f"This request needs an {self.header} header.",
                 )
                 return
@@ -288,12 +283,13 @@ class IdempotencyKeyMiddleware:
             challenge = self.www_authenticate
             await send_problem(
                 send,
-                401,
-                "Unauthorized",
-                f"A request with an {self.header} needs an authenticated caller.",
-                headers=()
-                if challenge is None
-                else ((b"www-authenticate", challenge.encode("ascii")),),
+                Problem(
+                    401,
+                    f"A request with an {self.header} needs an authenticated caller.",
+                    headers=()
+                    if challenge is None
+                    else ((b"www-authenticate", challenge.encode("ascii")),),
+                ),
             )
             return
         await self._kept_answer(
@@ -360,7 +356,6 @@ class IdempotencyKeyMiddleware:
                 await _send_problem(
                     send,
                     400,
-                    "Bad Request",
                     f"This request cannot be kept with an {self.header}.",
                 )
             elif isinstance(error, ConfigurationError):
@@ -369,7 +364,6 @@ class IdempotencyKeyMiddleware:
                 await _send_problem(
                     send,
                     500,
-                    "Internal Server Error",
                     f"This service cannot keep requests with an {self.header}.",
                 )
             else:
@@ -382,7 +376,6 @@ class IdempotencyKeyMiddleware:
             await _send_problem(
                 send,
                 409,
-                "Conflict",
                 f"A request with this {self.header} is still being processed. "
                 "Try again later.",
                 retry_after=True,
@@ -392,7 +385,6 @@ class IdempotencyKeyMiddleware:
             await _send_problem(
                 send,
                 422,
-                "Unprocessable Content",
                 f"This {self.header} was used with another request.",
             )
             return
@@ -434,7 +426,6 @@ class IdempotencyKeyMiddleware:
         await _send_problem(
             send,
             503,
-            "Service Unavailable",
             f"This {self.header} could not be checked for now. Try again later.",
             retry_after=True,
         )
@@ -467,18 +458,17 @@ class IdempotencyKeyMiddleware:
         await _send_problem(
             send,
             413,
-            "Content Too Large",
             f"A request with an {self.header} takes a body of at most "
             f"{self.max_body_bytes} bytes.",
         )
 
 
 async def _send_problem(
-    send: Send, status: int, title: str, detail: str, *, retry_after: bool = False
+    send: Send, status: int, detail: str, *, retry_after: bool = False
 ) -> None:
     """Answer with an RFC 9457 problem, with ``Retry-After: 1`` when asked."""
     headers = ((b"retry-after", b"1"),) if retry_after else ()
-    await send_problem(send, status, title, detail, headers=headers)
+    await send_problem(send, Problem(status, detail, headers=headers))
 
 
 def _bad_input(error: Exception) -> bool:

@@ -7,7 +7,8 @@ from collections.abc import Callable, Collection
 from datetime import timedelta
 from typing import Final, cast, get_args
 
-from mediator._asgi.types import Scope, check_header_name
+from mediator._asgi.problem import check_header_name
+from mediator._asgi.types import Scope
 from mediator._behaviors.idempotency.behavior import MAX_RETENTION
 from mediator._behaviors.idempotency.marker import ScopeMode
 

@@ -1,86 +1,28 @@
-"""`@transactional` and `TransactionBehavior`: one unit of work per attempt."""
+"""`TransactionBehavior` and the units of work it runs each attempt in."""
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Generator
-from dataclasses import dataclass
-from typing import Any, ClassVar, NoReturn, Protocol, TypeVar, cast, runtime_checkable
+from collections.abc import Callable
+from typing import Any, ClassVar, Final, Protocol, cast, runtime_checkable
 
 from injector import inject
 
 from mediator._behaviors.transaction.drive import drive_attempt
 from mediator._behaviors.transaction.drive_sync import drive_attempt_sync
+from mediator._behaviors.transaction.flow import attempt, outcome_of
+from mediator._behaviors.transaction.marker import is_transactional
 from mediator._core.behavior import Next, SyncNext
-from mediator._core.errors import (
-    ConfigurationError,
-    SyncPathError,
-    TransientDatabaseError,
-    UnresolvableDependencyError,
-)
+from mediator._core.errors import ConfigurationError, SyncPathError
 from mediator._core.requests import is_request_type
-from mediator._core.scope import (
-    UNIT_OF_WORK,
-    CommitStep,
-    ScopeState,
-    Step,
-    active_scope,
-    in_unit_of_work,
-    participants,
-)
+from mediator._core.scope import UNIT_OF_WORK, ScopeState, active_scope
 from mediator._core.stage import Stage
 from mediator._core.threads import Lane, scope_lane
 from mediator._core.wiring import Wiring
 
-__all__ = [
-    "AsyncUnitOfWork",
-    "TransactionBehavior",
-    "UnitOfWork",
-    "in_unit_of_work",
-    "is_transactional",
-    "transactional",
-]
+__all__ = ["AsyncUnitOfWork", "TransactionBehavior", "UnitOfWork"]
 
-C = TypeVar("C", bound=type[Any])
-
-_MARK = "__mediator_transactional__"
-
-
-def transactional(cls: C | None = None, /) -> C:
-    """Run every attempt of this request in its own unit of work.
-
-    A bare class decorator, inherited by subclasses. The handler's writes are
-    committed when it returns and rolled back when anything raises; a request
-    sent from inside a transactional handler joins the running unit of work,
-    each of its attempts in a savepoint of its own.
-
-    Raises:
-        TypeError: Used with arguments, or on something that is not a request
-            class.
-
-    Example:
-        >>> from mediator import Command
-        >>> @transactional
-        ... class PlaceOrder(Command[int]):
-        ...     sku: str
-    """
-    if cls is None or not isinstance(cast(object, cls), type):
-        raise TypeError(
-            "@transactional is a bare class decorator: write @transactional above "
-            f"a Command or Query class, not @transactional(...); got {cls!r}"
-        )
-    if not is_request_type(cls):
-        raise TypeError(f"@transactional goes on Command or Query classes, not {cls!r}")
-    setattr(cls, _MARK, True)
-    return cls
-
-
-def is_transactional(request_or_type: object) -> bool:
-    """Whether a request (or request class) is marked `@transactional`."""
-    cls = (
-        request_or_type if isinstance(request_or_type, type) else type(request_or_type)
-    )
-    return bool(getattr(cls, _MARK, False))
+_CONTEXT: Final = "TransactionBehavior"
 
 
 @runtime_checkable
@@ -169,10 +111,12 @@ class TransactionBehavior:
 
     @inject
     def __init__(self, resolver: Wiring) -> None:
-        self._async: Callable[[], AsyncUnitOfWork] | None = _optional(
-            resolver, AsyncUnitOfWork
+        self._async: Callable[[], AsyncUnitOfWork] | None = resolver.optional(
+            AsyncUnitOfWork, context=_CONTEXT
         )
-        self._sync: Callable[[], UnitOfWork] | None = _optional(resolver, UnitOfWork)
+        self._sync: Callable[[], UnitOfWork] | None = resolver.optional(
+            UnitOfWork, context=_CONTEXT
+        )
 
     def applies_to(self, request_type: type[Any]) -> bool:
         """Whether the type is `@transactional`; a unit of work must be bound then.
@@ -193,17 +137,7 @@ class TransactionBehavior:
 
     async def handle(self, request: Any, next: Next[Any]) -> Any:
         """Run one attempt in a unit of work, or in a savepoint of the running one."""
-        scope = _scope(request)
-        outer: object = scope.get(UNIT_OF_WORK)
-        unit: AsyncUnitOfWork
-        if outer is not None:
-            unit = _async_savepoint(outer)
-        elif self._async is not None:
-            unit = self._async()
-        else:
-            unit = _Awaitable(self._sync_unit(request))
-        flow = _attempt(scope, outer, unit, request)
-        return _result(await drive_attempt(flow, unit, next))
+        return await self._arun(request, next, threaded=False)
 
     async def handle_threaded(self, request: Any, next: Next[Any]) -> Any:
         """`handle` for a request whose handler is a plain def, run in a thread.
@@ -212,17 +146,7 @@ class TransactionBehavior:
         worker thread; else the `AsyncUnitOfWork`, on the loop. A nested send
         joins the running unit, as with `handle`.
         """
-        scope = _scope(request)
-        outer: object = scope.get(UNIT_OF_WORK)
-        unit: AsyncUnitOfWork
-        if outer is not None:
-            unit = _async_savepoint(outer)
-        elif self._sync is not None:
-            unit = _InThread(self._sync(), scope_lane(scope))
-        else:
-            unit = cast(Callable[[], AsyncUnitOfWork], self._async)()
-        flow = _attempt(scope, outer, unit, request)
-        return _result(await drive_attempt(flow, unit, next))
+        return await self._arun(request, next, threaded=True)
 
     def handle_sync(self, request: Any, next: SyncNext[Any]) -> Any:
         """The same on the sync path, with the bound `UnitOfWork`."""
@@ -233,8 +157,32 @@ class TransactionBehavior:
             if outer is None
             else _sync_savepoint(request, outer)
         )
-        flow = _attempt(scope, outer, unit, request)
-        return _result(drive_attempt_sync(flow, unit, next))
+        flow = attempt(scope, outer, unit, request)
+        return outcome_of(drive_attempt_sync(flow, unit, next))
+
+    async def _arun(self, request: Any, next: Next[Any], *, threaded: bool) -> Any:
+        scope = _scope(request)
+        outer: object = scope.get(UNIT_OF_WORK)
+        unit = self._async_unit(request, scope, outer, threaded=threaded)
+        flow = attempt(scope, outer, unit, request)
+        return outcome_of(await drive_attempt(flow, unit, next))
+
+    def _async_unit(
+        self, request: Any, scope: ScopeState, outer: object, *, threaded: bool
+    ) -> AsyncUnitOfWork:
+        """The unit of work of an attempt on the async path.
+
+        A savepoint of the running unit, for a nested send; for a plain-def
+        handler the sync `UnitOfWork` (on its worker thread) when one is bound;
+        else the `AsyncUnitOfWork`, or the sync one called on the loop.
+        """
+        if outer is not None:
+            return _async_savepoint(outer)
+        if threaded and self._sync is not None:
+            return _InThread(self._sync(), scope_lane(scope))
+        if self._async is not None:
+            return self._async()
+        return _Awaitable(self._sync_unit(request))
 
     def _sync_unit(self, request: Any) -> UnitOfWork:
         if self._sync is None:
@@ -244,103 +192,6 @@ class TransactionBehavior:
                 "mediator.send(...) instead, or bind a sync UnitOfWork too"
             )
         return self._sync()
-
-
-def _optional(resolver: Wiring, key: type[Any]) -> Callable[[], Any] | None:
-    try:
-        return resolver.factory(key, context="TransactionBehavior").make
-    except UnresolvableDependencyError:
-        return None
-
-
-_NEXT = "next"  # the step that runs the rest of the chain, as the drivers know it
-
-
-@dataclass(frozen=True, slots=True)
-class _Failed:
-    """The attempt's own failure, for the driver to raise as it is.
-
-    Raised from the generator, a `StopIteration` would turn into a
-    `RuntimeError`; raised after the driver returns it, every failure stays
-    what it was.
-    """
-
-    error: BaseException
-
-
-_Flow = Generator[str | Step, Any, Any]
-
-
-def _attempt(
-    scope: ScopeState,
-    outer: object,
-    unit: UnitOfWork | AsyncUnitOfWork,
-    request: object,
-) -> _Flow:
-    """One attempt in `unit`, as the steps a driver performs, async or sync.
-
-    It yields the name of each step: ``"begin"``, ``"commit"`` or ``"rollback"``
-    (the unit's method to call) or `_NEXT` (the rest of the chain); and the
-    `Step`s of the scope's participants (`mediator._core.scope`): before the
-    outermost commit, theirs to run in the transaction (completing the
-    idempotency claims due, so they commit with the handler's writes); after a
-    rollback, theirs undoing the attempt's part (releasing the claims of the
-    sends that returned inside it). The driver sends back what the step
-    returned, or throws in what it raised. It returns the response, or
-    `_Failed` with the failure to raise as it is.
-    """
-    scope[UNIT_OF_WORK] = unit
-    marks = {kind: joined.mark() for kind, joined in participants(scope)}
-    try:
-        yield "begin"
-        result = yield _NEXT
-        due = _due(scope, request, result) if outer is None else []
-        for step in due:
-            yield step
-        yield "commit"
-        for step in due:
-            step.committed()
-    except BaseException as error:
-        try:
-            yield "rollback"
-        except Exception as failure:
-            _note_rollback_failure(error, failure)
-            if outer is not None:
-                _raise_lost(error)
-        for kind, joined in participants(scope):
-            undone = joined.after_rollback(marks.get(kind, 0))
-            if undone is None:
-                continue
-            try:
-                yield undone
-            except Exception as failure:
-                # The key is free again when its lease ends; the failure that
-                # rolled the attempt back is the one to raise.
-                error.add_note(
-                    "releasing an idempotency key also failed: "
-                    f"{type(failure).__qualname__}: {failure}"
-                )
-        final = unit.translate_error(error) if isinstance(error, Exception) else error
-        if final is error:
-            return _Failed(error)
-        raise final from error
-    finally:
-        _restore(scope, outer)
-    return result
-
-
-def _due(scope: ScopeState, request: object, response: object) -> list[CommitStep]:
-    """The participants' steps to run before the outermost commit, in order."""
-    steps = (
-        joined.before_commit(request, response) for _, joined in participants(scope)
-    )
-    return [step for step in steps if step is not None]
-
-
-def _result(outcome: Any) -> Any:
-    if isinstance(outcome, _Failed):
-        raise outcome.error
-    return outcome
 
 
 class _Awaitable:
@@ -410,14 +261,6 @@ def _sync_savepoint(request: Any, outer: object) -> UnitOfWork:
     return cast(UnitOfWork, outer).savepoint()
 
 
-def _restore(scope: ScopeState, outer: object) -> None:
-    """Make the unit of work around the attempt the running one again, if any."""
-    if outer is None:
-        del scope[UNIT_OF_WORK]
-    else:
-        scope[UNIT_OF_WORK] = outer
-
-
 def _scope(request: Any) -> ScopeState:
     scope = active_scope()
     if scope is None:  # the route of a transactional request always opens one
@@ -426,23 +269,3 @@ def _scope(request: Any) -> ScopeState:
             f"{type(request).__qualname__}; it must be registered with the mediator"
         )
     return scope
-
-
-def _raise_lost(error: BaseException) -> NoReturn:
-    """A nested attempt failed and its savepoint could not be rolled back to.
-
-    The outer transaction may hold the attempt's writes or be unusable: it must
-    not go on, so the failure becomes one that only a fresh transaction fixes.
-    Cancellation and exits stay as they are.
-    """
-    if not isinstance(error, Exception):
-        raise error
-    raise TransientDatabaseError(
-        "the transaction was lost, try again (rolling back to a savepoint failed)"
-    ) from error
-
-
-def _note_rollback_failure(error: BaseException, failure: Exception) -> None:
-    # The failure that made us roll back is the one the caller needs; a failed
-    # rollback is kept beside it, never raised instead of it.
-    error.add_note(f"rolling back also failed: {type(failure).__qualname__}: {failure}")

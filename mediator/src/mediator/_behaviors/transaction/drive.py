@@ -1,6 +1,6 @@
 """The async driver of a transactional attempt.
 
-`mediator._behaviors.transaction.behavior` writes an attempt once, as a flow
+`mediator._behaviors.transaction.flow` writes an attempt once, as a flow
 of named steps that does no I/O; a driver performs the steps on its path and
 holds no decisions. The sync driver, `drive_sync`, is generated from this
 module by ``tools/unasync.py``: edit this one and run the script.

@@ -2,7 +2,7 @@
 # Edit the async source and run `python tools/unasync.py`.
 """The sync driver of a transactional attempt.
 
-`mediator._behaviors.transaction.behavior` writes an attempt once, as a flow
+`mediator._behaviors.transaction.flow` writes an attempt once, as a flow
 of named steps that does no I/O; a driver performs the steps on its path and
 holds no decisions. This sync driver is generated from `drive` by
 ``tools/unasync.py``: edit that one and run the script.

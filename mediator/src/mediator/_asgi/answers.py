@@ -2,17 +2,22 @@
 
 `mediator.asgi.DomainErrorMiddleware` and `mediator.wsgi`'s twin answer the
 same errors the same way: `answer_for` decides the kind of answer (group
-precedence included), `problem_parts` the members and headers it carries;
-each middleware only writes them in its own interface.
+precedence included), `problem_parts` the members and headers it carries,
+and `DomainErrorAnswers`, the base of both, holds their options; each
+middleware only writes the answer in its own interface.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass
-from typing import Final, cast
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any, ClassVar, Final, Generic, TypeVar, cast
 
+from mediator._asgi.problem import Problem, check_app, check_challenge
+from mediator._asgi.types import PRINCIPAL_SCOPE_KEY
+from mediator._core.context import current_principal
 from mediator._core.errors import (
     BusinessRuleError,
     ConflictError,
@@ -24,10 +29,12 @@ from mediator._core.errors import (
     ValidationError,
 )
 
+App = TypeVar("App")
+
 __all__ = [
     "DEFAULT_RETRY_AFTER",
     "INTERNAL_ERROR",
-    "Answer",
+    "DomainErrorAnswers",
     "answer_for",
     "checked_retry_after",
     "log_unhandled",
@@ -42,43 +49,18 @@ next try."""
 _MAX_RETRY_AFTER: Final = 86_400.0
 
 
-@dataclass(frozen=True, slots=True)
-class Answer:
-    """One kind of answer: its status and its fixed wording."""
+_UNAUTHENTICATED: Final = Problem(401, "This request needs an authenticated caller.")
+_FORBIDDEN: Final = Problem(403, "The caller is not allowed to make this request.")
+_NOT_FOUND: Final = Problem(404, "Something this request names does not exist.")
+_CONFLICT: Final = Problem(
+    409, "This request conflicts with the current state of the data."
+)
+_INVALID: Final = Problem(422, "The request has invalid fields: see errors.")
+_RULE: Final = Problem(422, "The request breaks a business rule.")
+_UNAVAILABLE: Final = Problem(503, "The service is busy. Try again later.")
+_DEADLINE: Final = Problem(504, "The request ran out of time before it could finish.")
 
-    status: int
-    title: str
-    detail: str
-
-
-_UNAUTHENTICATED: Final = Answer(
-    401, "Unauthorized", "This request needs an authenticated caller."
-)
-_FORBIDDEN: Final = Answer(
-    403, "Forbidden", "The caller is not allowed to make this request."
-)
-_NOT_FOUND: Final = Answer(
-    404, "Not Found", "Something this request names does not exist."
-)
-_CONFLICT: Final = Answer(
-    409, "Conflict", "This request conflicts with the current state of the data."
-)
-_INVALID: Final = Answer(
-    422, "Unprocessable Content", "The request has invalid fields: see errors."
-)
-_RULE: Final = Answer(
-    422, "Unprocessable Content", "The request breaks a business rule."
-)
-_UNAVAILABLE: Final = Answer(
-    503, "Service Unavailable", "The service is busy. Try again later."
-)
-_DEADLINE: Final = Answer(
-    504, "Gateway Timeout", "The request ran out of time before it could finish."
-)
-
-INTERNAL_ERROR: Final = Answer(
-    500, "Internal Server Error", "The service failed to answer this request."
-)
+INTERNAL_ERROR: Final = Problem(500, "The service failed to answer this request.")
 """The answer to an error nothing inside answered: a bug, never described."""
 
 _PRECEDENCE: Final = (
@@ -98,7 +80,7 @@ the same way every time fails a retry too, so the caller must not be invited
 to retry with a 503. Among them, what the caller must fix first comes first
 (who it is, what it may do, what exists, then the request itself)."""
 
-_PLAIN: Final[tuple[tuple[type[Exception], Answer], ...]] = (
+_PLAIN: Final[tuple[tuple[type[Exception], Problem], ...]] = (
     (NotFoundError, _NOT_FOUND),
     (ConflictError, _CONFLICT),
     (BusinessRuleError, _RULE),
@@ -110,7 +92,7 @@ _PLAIN: Final[tuple[tuple[type[Exception], Answer], ...]] = (
 
 def answer_for(
     error: BaseException, authenticated: bool
-) -> tuple[Answer, tuple[FieldError, ...]] | None:
+) -> tuple[Problem, tuple[FieldError, ...]] | None:
     """The answer to `error` and its field errors; None when it does not map.
 
     `authenticated` tells a `ForbiddenError`'s 403 from 401.
@@ -134,13 +116,13 @@ def answer_for(
 
 
 def problem_parts(
-    answer: Answer,
+    answer: Problem,
     errors: tuple[FieldError, ...],
     *,
     retry_after: bytes,
     challenge: bytes | None,
-) -> tuple[dict[str, object] | None, list[tuple[bytes, bytes]]]:
-    """The members the body adds to its standard four, and the extra headers.
+) -> Problem:
+    """`answer` with the members its body adds and its extra headers.
 
     `retry_after` is the ``Retry-After`` value of a 503; `challenge` the
     ``WWW-Authenticate`` of a 401, when there is one.
@@ -161,7 +143,51 @@ def problem_parts(
         headers.append((b"retry-after", retry_after))
     elif answer is _UNAUTHENTICATED and challenge is not None:
         headers.append((b"www-authenticate", challenge))
-    return members, headers
+    return replace(answer, members=members, headers=headers)
+
+
+class DomainErrorAnswers(Generic[App]):
+    """The options of both `DomainErrorMiddleware`s, checked, and their answers.
+
+    A subclass names the `app` it wraps (`_application`) and writes the
+    `Problem` that `_problem` returns in its own interface.
+    """
+
+    _application: ClassVar[str]
+
+    def __init__(
+        self,
+        app: App,
+        *,
+        retry_after: float = DEFAULT_RETRY_AFTER,
+        www_authenticate: str | None = None,
+    ) -> None:
+        check_app(app, self._application)
+        self.app = app
+        self.retry_after = checked_retry_after(retry_after)
+        self.www_authenticate = check_challenge(www_authenticate)
+        self._retry_after = str(math.ceil(retry_after)).encode("ascii")
+        self._challenge = (
+            None if www_authenticate is None else www_authenticate.encode("ascii")
+        )
+
+    def _problem(self, error: Exception, request: Mapping[str, Any]) -> Problem | None:
+        """The answer to `error`, raised for `request`; None when it does not map.
+
+        `request` is the ASGI scope or WSGI environ: a principal a context
+        middleware inside this one left there counts as authenticated.
+        """
+        authenticated = (
+            current_principal() is not None
+            or request.get(PRINCIPAL_SCOPE_KEY) is not None
+        )
+        found = answer_for(error, authenticated)
+        if found is None:
+            return None
+        answer, errors = found
+        return problem_parts(
+            answer, errors, retry_after=self._retry_after, challenge=self._challenge
+        )
 
 
 def checked_retry_after(value: object) -> float:
