@@ -162,22 +162,18 @@ TWINS: tuple[Twin, ...] = (
             "chain": "chain_sync",
             "chain_publish": "chain_publish_sync",
             "deliver_in_turn": "deliver_in_turn_sync",
+            "AsyncAny": "SyncAny",
+            "AsyncNone": "SyncNone",
+            "notify": "notify_sync",
             "async path": "sync path",
         },
         text=(
-            ("Awaitable[Any]", "Any"),
-            ("Awaitable[None]", "None"),
             (
                 "The sync copy, `chain_sync`, is generated from this "
                 "module by\n``tools/unasync.py``: edit this one and run the script.",
                 "This sync copy is generated from `chain` by\n"
                 "``tools/unasync.py``: edit that one and run the script.",
             ),
-            (
-                "                result = make().handle(notification)\n",
-                "                make().handle(notification)\n",
-            ),
-            ("for info, make in targets:", "for _, make in targets:"),
         ),
     ),
     Twin(
@@ -197,6 +193,24 @@ TWINS: tuple[Twin, ...] = (
                 "module by ``tools/unasync.py``: edit this one and run the script.",
                 "This sync driver is generated from `drive` by\n"
                 "``tools/unasync.py``: edit that one and run the script.",
+            ),
+        ),
+    ),
+    Twin(
+        f"{_MEDIATOR}/_behaviors/idempotency/drive.py",
+        f"{_MEDIATOR}/_behaviors/idempotency/drive_sync.py",
+        names={
+            "drive_send": "drive_send_sync",
+            "arun": "run",
+            "Next": "SyncNext",
+            "async driver": "sync driver",
+        },
+        text=(
+            (
+                "The sync\ndriver, `drive_sync`, is generated from this module by "
+                "``tools/unasync.py``:\nedit this one and run the script.",
+                "This sync\ndriver is generated from `drive` by "
+                "``tools/unasync.py``: edit that one and\nrun the script.",
             ),
         ),
     ),

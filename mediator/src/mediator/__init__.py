@@ -34,10 +34,8 @@ from mediator._behaviors.transaction.behavior import (
     AsyncUnitOfWork,
     TransactionBehavior,
     UnitOfWork,
-    in_unit_of_work,
-    is_transactional,
-    transactional,
 )
+from mediator._behaviors.transaction.marker import is_transactional, transactional
 from mediator._behaviors.validation import ValidationBehavior, Validator
 from mediator._core.behavior import Behavior, Next, StreamNext, SyncNext
 from mediator._core.clock import Clock, SystemClock, SystemWallClock, WallClock
@@ -77,7 +75,12 @@ from mediator._core.handlers import (
     StreamHandler,
 )
 from mediator._core.requests import Command, Notification, Query, Request, StreamQuery
-from mediator._core.scope import RequestScope, at_scope_exit, request_scope
+from mediator._core.scope import (
+    RequestScope,
+    at_scope_exit,
+    in_unit_of_work,
+    request_scope,
+)
 from mediator._core.stage import Stage
 from mediator._dispatch.mediator import Mediator
 from mediator._dispatch.module import (

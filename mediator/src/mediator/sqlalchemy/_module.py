@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from injector import Binder, Injector, Module, Provider
@@ -151,53 +152,76 @@ class SqlAlchemyModule(Module):
 
     def configure(self, binder: Binder) -> None:
         """Bind the session, unit of work and idempotency store of each side."""
-        if self._sessions is not None:
-            opened_sync = _opened(self._sessions, self._remaining_time)
-            binder.bind(Session, to=opened_sync, scope=RequestScope)
-            binder.bind(UnitOfWork, to=SqlAlchemyUnitOfWork)
-            engine = _engine_of(self._sessions)
-            if isinstance(engine, Engine):
-                store: Provider[IdempotencyStore] = _Injected(
-                    lambda injector: SqlAlchemyIdempotencyStore(
-                        engine, injector.get(Session)
-                    )
-                )
-                binder.bind(IdempotencyStore, to=store, scope=RequestScope)
-        if self._async_sessions is not None:
-            opened = _opened(self._async_sessions, self._remaining_time)
-            binder.bind(AsyncSession, to=opened, scope=RequestScope)
-            binder.bind(AsyncUnitOfWork, to=AsyncSqlAlchemyUnitOfWork)
-            async_engine = _engine_of(self._async_sessions)
-            if isinstance(async_engine, AsyncEngine):
-                async_store: Provider[AsyncIdempotencyStore] = _Injected(
-                    lambda injector: AsyncSqlAlchemyIdempotencyStore(
-                        async_engine, injector.get(AsyncSession)
-                    )
-                )
-                binder.bind(AsyncIdempotencyStore, to=async_store, scope=RequestScope)
+        for side, sessions in ((_SYNC, self._sessions), (_ASYNC, self._async_sessions)):
+            if sessions is not None:
+                side.bind(binder, sessions, self._remaining_time)
 
 
-_S = TypeVar("_S", Session, AsyncSession)
+_Sessions = sessionmaker[Session] | async_sessionmaker[AsyncSession]
 
 
-def _engine_of(
-    factory: sessionmaker[Session] | async_sessionmaker[AsyncSession],
-) -> object:
+@dataclass(frozen=True, slots=True)
+class _Side:
+    """What `SqlAlchemyModule` binds on one side, sync or async: keys and kinds."""
+
+    session: type[Any]
+    unit_of_work: type[Any]
+    unit_of_work_kind: type[Any]
+    engine: type[Any]
+    store: type[Any]
+    store_kind: Callable[[Any, Any], object]
+
+    def bind(
+        self,
+        binder: Binder,
+        sessions: _Sessions,
+        remaining_time: RemainingTime | None,
+    ) -> None:
+        """The request-scoped session, the unit of work, and the store if it can."""
+        binder.bind(
+            self.session, to=_opened(sessions, remaining_time), scope=RequestScope
+        )
+        binder.bind(self.unit_of_work, to=self.unit_of_work_kind)
+        engine = _engine_of(sessions)
+        if isinstance(engine, self.engine):
+            session, store_kind = self.session, self.store_kind
+            store = _Injected(
+                lambda injector: store_kind(engine, injector.get(session))
+            )
+            binder.bind(self.store, to=store, scope=RequestScope)
+
+
+# Each kind a side binds, sync and async, side by side.
+_SYNC, _ASYNC = (
+    _Side(*kinds)
+    for kinds in zip(
+        (Session, AsyncSession),
+        (UnitOfWork, AsyncUnitOfWork),
+        (SqlAlchemyUnitOfWork, AsyncSqlAlchemyUnitOfWork),
+        (Engine, AsyncEngine),
+        (IdempotencyStore, AsyncIdempotencyStore),
+        (SqlAlchemyIdempotencyStore, AsyncSqlAlchemyIdempotencyStore),
+        strict=True,
+    )
+)
+
+
+def _engine_of(factory: _Sessions) -> object:
     """The engine a factory is bound to (a connection's own engine), if one."""
     bind = factory.kw.get("bind")
     return bind.engine if isinstance(bind, Connection | AsyncConnection) else bind
 
 
 def _opened(
-    sessions: Callable[[], _S], remaining_time: RemainingTime | None
-) -> Provider[_S]:
+    sessions: _Sessions, remaining_time: RemainingTime | None
+) -> Provider[Session | AsyncSession]:
     """Opens a session from `sessions`, closed when the request scope ends.
 
     An `AsyncSession`'s close is awaited there; `send_sync` refuses it. The
     session's `info` carries `remaining_time` for its unit of work.
     """
 
-    def open_session() -> _S:
+    def open_session() -> Session | AsyncSession:
         session = sessions()
         if remaining_time is not None:
             session.info[REMAINING_TIME] = remaining_time

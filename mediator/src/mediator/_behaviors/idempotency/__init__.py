@@ -1,5 +1,7 @@
-"""`@idempotent` and `IdempotencyBehavior`: key, store protocols, outcomes, fingerprint.
+"""`@idempotent` and `IdempotencyBehavior`: key, options, store protocols, outcomes.
 
-`completion` holds the claims of a request scope, a participant of its
-transaction (see `mediator._core.scope`).
+`behavior` resolves what a send needs; `flow` decides the send without I/O and
+`drive` (with its generated twin `drive_sync`) runs it. `completion` holds the
+claims of a request scope, a participant of its transaction (see
+`mediator._core.scope`).
 """

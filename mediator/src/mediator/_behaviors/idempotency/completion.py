@@ -58,11 +58,7 @@ class Claimed:
         """Complete the claim in the running transaction."""
         try:
             await self.astore.complete(
-                self.scope,
-                self.key,
-                self.token,
-                self.outcomes.response(response),
-                now=self.now(),
+                *self._ids(), self.outcomes.response(response), now=self.now()
             )
         except ConflictError:
             self.lost = True
@@ -72,11 +68,7 @@ class Claimed:
         """The same on the sync path."""
         try:
             self._sync().complete(
-                self.scope,
-                self.key,
-                self.token,
-                self.outcomes.response(response),
-                now=self.now(),
+                *self._ids(), self.outcomes.response(response), now=self.now()
             )
         except ConflictError:
             self.lost = True
@@ -84,21 +76,23 @@ class Claimed:
 
     async def afinish(self, outcome: StoredOutcome) -> None:
         """Complete the claim in a transaction of the store's own."""
-        await self.astore.finish(
-            self.scope, self.key, self.token, outcome, now=self.now()
-        )
+        await self.astore.finish(*self._ids(), outcome, now=self.now())
 
     def finish(self, outcome: StoredOutcome) -> None:
         """The same on the sync path."""
-        self._sync().finish(self.scope, self.key, self.token, outcome, now=self.now())
+        self._sync().finish(*self._ids(), outcome, now=self.now())
 
     async def arelease(self) -> None:
         """Give the key back, so that a later send may claim it."""
-        await self.astore.release(self.scope, self.key, self.token)
+        await self.astore.release(*self._ids())
 
     def release(self) -> None:
         """The same on the sync path."""
-        self._sync().release(self.scope, self.key, self.token)
+        self._sync().release(*self._ids())
+
+    def _ids(self) -> tuple[str, str, str]:
+        """The claim's scope, key and token: what the store knows it by."""
+        return self.scope, self.key, self.token
 
     def _sync(self) -> IdempotencyStore:
         if self.store is None:

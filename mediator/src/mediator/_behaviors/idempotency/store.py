@@ -33,9 +33,11 @@ second committed effect.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Final, Literal, Protocol, runtime_checkable
+from functools import partial
+from typing import Final, Literal, Protocol, TypeVar, runtime_checkable
 
 __all__ = [
     "MAX_KEY_LENGTH",
@@ -43,8 +45,11 @@ __all__ = [
     "AwaitedStore",
     "Claim",
     "IdempotencyStore",
+    "Runner",
     "StoredOutcome",
 ]
+
+T = TypeVar("T")
 
 MAX_KEY_LENGTH: Final = 255
 """The longest idempotency key taken, in characters (visible ASCII)."""
@@ -180,11 +185,30 @@ class IdempotencyStore(Protocol):
         ...
 
 
-class AwaitedStore:
-    """A sync `IdempotencyStore` used on the async path (no async one is bound)."""
+class Runner(Protocol):
+    """Makes a call of a sync store on the async path (at once, or in a thread)."""
 
-    def __init__(self, store: IdempotencyStore) -> None:
+    def __call__(self, function: Callable[[], T], /) -> Awaitable[T]:
+        """Call `function` and return what it returns."""
+        ...
+
+
+async def _at_once(function: Callable[[], T]) -> T:
+    return function()
+
+
+class AwaitedStore:
+    """A sync `IdempotencyStore` used on the async path, each call made by `run`.
+
+    By default at once, on the event loop (no async store is bound). For the
+    request of a plain-def handler, `IdempotencyBehavior` gives the run of the
+    request's lane: the thread of its handler and sync unit of work, so
+    `complete` writes on their `Session`, in their transaction.
+    """
+
+    def __init__(self, store: IdempotencyStore, run: Runner = _at_once) -> None:
         self.store = store
+        self._run = run
 
     async def claim(
         self,
@@ -196,22 +220,32 @@ class AwaitedStore:
         lease: timedelta,
         retention: timedelta,
     ) -> Claim:
-        return self.store.claim(
-            scope, key, fingerprint, now=now, lease=lease, retention=retention
+        return await self._run(
+            partial(
+                self.store.claim,
+                scope,
+                key,
+                fingerprint,
+                now=now,
+                lease=lease,
+                retention=retention,
+            )
         )
 
     async def complete(
         self, scope: str, key: str, token: str, outcome: StoredOutcome, *, now: datetime
     ) -> None:
-        self.store.complete(scope, key, token, outcome, now=now)
+        await self._run(
+            partial(self.store.complete, scope, key, token, outcome, now=now)
+        )
 
     async def finish(
         self, scope: str, key: str, token: str, outcome: StoredOutcome, *, now: datetime
     ) -> None:
-        self.store.finish(scope, key, token, outcome, now=now)
+        await self._run(partial(self.store.finish, scope, key, token, outcome, now=now))
 
     async def release(self, scope: str, key: str, token: str) -> None:
-        self.store.release(scope, key, token)
+        await self._run(partial(self.store.release, scope, key, token))
 
     async def purge_expired(self, *, now: datetime) -> int:
-        return self.store.purge_expired(now=now)
+        return await self._run(partial(self.store.purge_expired, now=now))

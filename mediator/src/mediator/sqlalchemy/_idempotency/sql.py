@@ -28,6 +28,7 @@ from mediator.sqlalchemy._idempotency.table import (
 from mediator.sqlalchemy._sqlite import IMMEDIATE
 
 __all__ = [
+    "ClaimCall",
     "ClaimRecord",
     "check_claim",
     "check_time",
@@ -100,6 +101,22 @@ def check_claim(now: object, lease: object, retention: object) -> None:
     for name, value in (("lease", lease), ("retention", retention)):
         if not isinstance(value, timedelta) or value <= timedelta(0):
             raise ValueError(f"{name} must be a positive timedelta, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimCall:
+    """What one `claim` was asked: the record's (scope, key), the request, when."""
+
+    scope: str
+    key: str
+    fingerprint: str
+    now: datetime
+    lease: timedelta
+    retention: timedelta
+
+    def record(self) -> ClaimRecord:
+        """The record the claim writes, under a fresh token."""
+        return ClaimRecord.fresh(self.fingerprint, self.now, self.lease, self.retention)
 
 
 @dataclass(frozen=True, slots=True)

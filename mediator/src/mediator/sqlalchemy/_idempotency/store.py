@@ -16,6 +16,7 @@ from mediator._behaviors.idempotency.store import Claim, StoredOutcome
 from mediator._core.errors import ConflictError, TransientDatabaseError
 from mediator.sqlalchemy._errors import translate_error
 from mediator.sqlalchemy._idempotency.sql import (
+    ClaimCall,
     ClaimRecord,
     check_claim,
     check_time,
@@ -143,6 +144,7 @@ class AsyncSqlAlchemyIdempotencyStore:
                 ``remaining_time``, read from the session).
         """
         check_claim(now, lease, retention)
+        call = ClaimCall(scope, key, fingerprint, now, lease, retention)
         try:
             await ensure_table(self._engine)
             if self._dialect == "sqlite":
@@ -151,15 +153,13 @@ class AsyncSqlAlchemyIdempotencyStore:
                 # the committed claim (in flight) or its outcome (replay) at
                 # once instead of queueing behind it. In WAL mode a reader is
                 # never blocked by the writer.
-                known = await self._known(scope, key, fingerprint, now, lease)
+                known = await self._known(call)
                 if known is not None:
                     return known
             async with self._engine.connect() as connection:
                 await connection.execution_options(**self._claim_options)
                 async with connection.begin():
-                    return await self._claim(
-                        connection, scope, key, fingerprint, now, lease, retention
-                    )
+                    return await self._claim(connection, call)
         except exc.DBAPIError as error:
             translated = translate_error(error)
             if translated is error:
@@ -170,39 +170,31 @@ class AsyncSqlAlchemyIdempotencyStore:
                 # The write lock stayed taken past the busy timeout: a unit of
                 # work is running, most likely the one that claimed this key
                 # a moment ago. What it committed answers, if anything.
-                known = await self._known(scope, key, fingerprint, now, lease)
+                known = await self._known(call)
                 if known is not None:
                     return known
             raise translated from error
 
-    async def _known(
-        self, scope: str, key: str, fingerprint: str, now: datetime, lease: timedelta
-    ) -> Claim | None:
+    async def _known(self, call: ClaimCall) -> Claim | None:
         """What a committed record answers, read without the write lock.
 
         None when there is none, or it is to be taken (new, lease expired).
         """
         async with self._engine.connect() as connection:
             await connection.execution_options(**{READ_COMMITTED_STATEMENT: True})
-            found = (await connection.execute(read_record(scope, key))).one_or_none()
+            read = read_record(call.scope, call.key)
+            found = (await connection.execute(read)).one_or_none()
         if found is None:
             return None
-        decided = decide(
-            found, fingerprint, now, ClaimRecord.fresh(fingerprint, now, lease, lease)
-        )
+        # Only an answer is used, never the values to take a record over: the
+        # lease stands in for the retention.
+        taking = ClaimRecord.fresh(call.fingerprint, call.now, call.lease, call.lease)
+        decided = decide(found, call.fingerprint, call.now, taking)
         return decided if isinstance(decided, Claim) else None
 
-    async def _claim(
-        self,
-        connection: AsyncConnection,
-        scope: str,
-        key: str,
-        fingerprint: str,
-        now: datetime,
-        lease: timedelta,
-        retention: timedelta,
-    ) -> Claim:
-        record = ClaimRecord.fresh(fingerprint, now, lease, retention)
+    async def _claim(self, connection: AsyncConnection, call: ClaimCall) -> Claim:
+        record = call.record()
+        scope, key, now = call.scope, call.key, call.now
         insert = insert_claim(self._dialect, scope, key, record, now)
         for _ in range(_CLAIM_ROUNDS):
             if (await connection.execute(insert)).first() is not None:
@@ -210,7 +202,7 @@ class AsyncSqlAlchemyIdempotencyStore:
             found = (await connection.execute(read_record(scope, key))).one_or_none()
             if found is None:
                 continue  # deleted since the insert: insert again
-            decided = decide(found, fingerprint, now, record)
+            decided = decide(found, call.fingerprint, now, record)
             if isinstance(decided, Claim):
                 return decided
             statement = take_over(scope, key, found.token, found.state, decided)

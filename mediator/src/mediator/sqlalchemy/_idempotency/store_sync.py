@@ -18,6 +18,7 @@ from mediator._behaviors.idempotency.store import Claim, StoredOutcome
 from mediator._core.errors import ConflictError, TransientDatabaseError
 from mediator.sqlalchemy._errors import translate_error
 from mediator.sqlalchemy._idempotency.sql import (
+    ClaimCall,
     ClaimRecord,
     check_claim,
     check_time,
@@ -136,6 +137,7 @@ class SqlAlchemyIdempotencyStore:
                 ``remaining_time``, read from the session).
         """
         check_claim(now, lease, retention)
+        call = ClaimCall(scope, key, fingerprint, now, lease, retention)
         try:
             ensure_table(self._engine)
             if self._dialect == "sqlite":
@@ -144,15 +146,13 @@ class SqlAlchemyIdempotencyStore:
                 # the committed claim (in flight) or its outcome (replay) at
                 # once instead of queueing behind it. In WAL mode a reader is
                 # never blocked by the writer.
-                known = self._known(scope, key, fingerprint, now, lease)
+                known = self._known(call)
                 if known is not None:
                     return known
             with self._engine.connect() as connection:
                 connection.execution_options(**self._claim_options)
                 with connection.begin():
-                    return self._claim(
-                        connection, scope, key, fingerprint, now, lease, retention
-                    )
+                    return self._claim(connection, call)
         except exc.DBAPIError as error:
             translated = translate_error(error)
             if translated is error:
@@ -163,39 +163,31 @@ class SqlAlchemyIdempotencyStore:
                 # The write lock stayed taken past the busy timeout: a unit of
                 # work is running, most likely the one that claimed this key
                 # a moment ago. What it committed answers, if anything.
-                known = self._known(scope, key, fingerprint, now, lease)
+                known = self._known(call)
                 if known is not None:
                     return known
             raise translated from error
 
-    def _known(
-        self, scope: str, key: str, fingerprint: str, now: datetime, lease: timedelta
-    ) -> Claim | None:
+    def _known(self, call: ClaimCall) -> Claim | None:
         """What a committed record answers, read without the write lock.
 
         None when there is none, or it is to be taken (new, lease expired).
         """
         with self._engine.connect() as connection:
             connection.execution_options(**{READ_COMMITTED_STATEMENT: True})
-            found = (connection.execute(read_record(scope, key))).one_or_none()
+            read = read_record(call.scope, call.key)
+            found = (connection.execute(read)).one_or_none()
         if found is None:
             return None
-        decided = decide(
-            found, fingerprint, now, ClaimRecord.fresh(fingerprint, now, lease, lease)
-        )
+        # Only an answer is used, never the values to take a record over: the
+        # lease stands in for the retention.
+        taking = ClaimRecord.fresh(call.fingerprint, call.now, call.lease, call.lease)
+        decided = decide(found, call.fingerprint, call.now, taking)
         return decided if isinstance(decided, Claim) else None
 
-    def _claim(
-        self,
-        connection: Connection,
-        scope: str,
-        key: str,
-        fingerprint: str,
-        now: datetime,
-        lease: timedelta,
-        retention: timedelta,
-    ) -> Claim:
-        record = ClaimRecord.fresh(fingerprint, now, lease, retention)
+    def _claim(self, connection: Connection, call: ClaimCall) -> Claim:
+        record = call.record()
+        scope, key, now = call.scope, call.key, call.now
         insert = insert_claim(self._dialect, scope, key, record, now)
         for _ in range(_CLAIM_ROUNDS):
             if (connection.execute(insert)).first() is not None:
@@ -203,7 +195,7 @@ class SqlAlchemyIdempotencyStore:
             found = (connection.execute(read_record(scope, key))).one_or_none()
             if found is None:
                 continue  # deleted since the insert: insert again
-            decided = decide(found, fingerprint, now, record)
+            decided = decide(found, call.fingerprint, now, record)
             if isinstance(decided, Claim):
                 return decided
             statement = take_over(scope, key, found.token, found.state, decided)
