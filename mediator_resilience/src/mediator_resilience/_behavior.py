@@ -112,20 +112,15 @@ class RetryBehavior:
         try:
             result = await next()
         except BaseException as error:
-            if not self._retries(error):
+            if (delay := self._first_wait(request, started, error)) is None:
                 raise
-            delay = self._wait_before(request, 1, error, started)
-            if delay is None:
-                raise
-            await self._clock.sleep(testing_wait(delay))
-            return await self._retry_async(request, next, started)
-        if self._result_predicate is not None and self._retries_result(result):
-            delay = self._wait_before(request, 1, None, started)
-            if delay is None:
+        else:
+            if self._result_predicate is None or (
+                (delay := self._first_wait(request, started, None, result)) is None
+            ):
                 return result
-            await self._clock.sleep(testing_wait(delay))
-            return await self._retry_async(request, next, started)
-        return result
+        await self._clock.sleep(delay)
+        return await self._retry_async(request, next, started)
 
     def handle_sync(self, request: Any, next: SyncNext[Any]) -> Any:
         """The same on the sync path, waiting with the clock's `sleep_sync`."""
@@ -133,20 +128,34 @@ class RetryBehavior:
         try:
             result = next()
         except BaseException as error:
-            if not self._retries(error):
+            if (delay := self._first_wait(request, started, error)) is None:
                 raise
-            delay = self._wait_before(request, 1, error, started)
-            if delay is None:
-                raise
-            self._clock.sleep_sync(testing_wait(delay))
-            return self._retry_sync(request, next, started)
-        if self._result_predicate is not None and self._retries_result(result):
-            delay = self._wait_before(request, 1, None, started)
-            if delay is None:
+        else:
+            if self._result_predicate is None or (
+                (delay := self._first_wait(request, started, None, result)) is None
+            ):
                 return result
-            self._clock.sleep_sync(testing_wait(delay))
-            return self._retry_sync(request, next, started)
-        return result
+        self._clock.sleep_sync(delay)
+        return self._retry_sync(request, next, started)
+
+    def _first_wait(
+        self,
+        request: Any,
+        started: float,
+        error: BaseException | None,
+        result: Any = None,
+    ) -> float | None:
+        """The wait before the second attempt, reported; None: no retry.
+
+        The decision both drivers make after the first attempt, which raised
+        `error` or (when `error` is None) returned `result`.
+        """
+        if not (
+            self._retries(error) if error is not None else self._retries_result(result)
+        ):
+            return None
+        delay = self._wait_before(request, 1, error, started)
+        return None if delay is None else testing_wait(delay)
 
     # --- after a failure: tenacity ---------------------------------------------
 

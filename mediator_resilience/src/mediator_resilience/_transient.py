@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import math
 from collections.abc import Mapping
 from typing import cast
 
 from mediator import DomainError
+from mediator_resilience._primitives.cancellation import CANCELLATION, is_cancellation
 
 __all__ = [
     "CANCELLATION",
@@ -26,19 +26,6 @@ as an attribute of the exception it raises after its retries, and as a key of
 the ``extensions`` of the last response of such a call, which
 ``raise_for_status()`` puts on its error as ``response``. Any other library may
 set it the same way."""
-
-CANCELLATION: tuple[type[BaseException], ...] = (
-    asyncio.CancelledError,
-    KeyboardInterrupt,
-    SystemExit,
-    GeneratorExit,
-)
-"""Never retried, whatever a predicate says; no attempt starts after one."""
-
-
-def is_cancellation(error: BaseException) -> bool:
-    """Whether `error` asks the work to stop (cancellation, interrupt, exit)."""
-    return isinstance(error, CANCELLATION)
 
 
 def is_transient_failure(error: BaseException) -> bool:

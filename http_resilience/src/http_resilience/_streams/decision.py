@@ -10,12 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from http_resilience._primitives.backoff import exponential, jitter_factor
+from http_resilience._primitives.cancellation import CANCELLATION
 from http_resilience._primitives.testing_mode import retries_allowed
-from http_resilience._streams.options import (
-    CANCELLATION,
-    PartialStreamPolicy,
-    StreamRetryOptions,
-)
+from http_resilience._streams.options import PartialStreamPolicy, StreamRetryOptions
 
 __all__ = ["StreamRetryContext", "StreamRetryDecision"]
 

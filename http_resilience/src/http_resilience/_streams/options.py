@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-import asyncio
 import enum
 import random as _random
 from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Final, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from http_resilience._core.clock import SYSTEM_CLOCK, Clock
-from http_resilience._core.fields import Count
+from http_resilience._core.fields import NonNegativeCount, NonNegativeDuration
 from http_resilience._primitives.backoff import check_delays
-from http_resilience._primitives.durations import Duration, DurationInput
+from http_resilience._primitives.cancellation import CANCELLATION
+from http_resilience._primitives.durations import DurationInput
 
 __all__ = [
     "CANCELLATION",
@@ -49,14 +49,6 @@ class PartialStreamPolicy(enum.StrEnum):
     `StreamRetryContext.items_yielded`.
     """
 
-
-CANCELLATION: Final = (
-    asyncio.CancelledError,
-    KeyboardInterrupt,
-    SystemExit,
-    GeneratorExit,
-)
-"""Exceptions that mean "stop": never classified, never retried."""
 
 DEFAULT_MAX_RETRY_ATTEMPTS: Final = 3
 DEFAULT_BASE_DELAY: Final = timedelta(milliseconds=200)
@@ -123,9 +115,9 @@ class StreamRetryOptions(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
 
-    max_retry_attempts: Count = Field(default=DEFAULT_MAX_RETRY_ATTEMPTS, ge=0)
-    base_delay: Duration = Field(default=DEFAULT_BASE_DELAY, ge=timedelta(0))
-    max_delay: Duration = Field(default=DEFAULT_MAX_DELAY, ge=timedelta(0))
+    max_retry_attempts: NonNegativeCount = DEFAULT_MAX_RETRY_ATTEMPTS
+    base_delay: NonNegativeDuration = DEFAULT_BASE_DELAY
+    max_delay: NonNegativeDuration = DEFAULT_MAX_DELAY
     use_jitter: bool = DEFAULT_USE_JITTER
     should_retry: Callable[[Exception], bool] = retry_all_but_cancellation
     partial_stream_policy: PartialStreamPolicy = DEFAULT_PARTIAL_STREAM_POLICY
