@@ -23,7 +23,8 @@ from http_resilience import (
     ResilientTransport,
     RetryOptions,
 )
-from http_resilience._core.classify import Outcome, read_methods, read_status_codes
+from http_resilience._core.classify import Outcome
+from http_resilience._core.config_values import read_methods, read_status_codes
 from http_resilience.testing import FakeClock
 from tests.http_resilience.scripted import (
     URL,

@@ -5,7 +5,9 @@ for the async or the sync chain, from a small `BuildContext` (the clock, the
 telemetry, the random source, the state one transport's strategies share, and
 the kinds of step built by someone else) and the step's `Placement` in the
 pipeline. The builder knows no strategy by
-name: what it needs to know about a step, the step declares (`StepOptions`).
+name: what it needs to know about a step, the step declares (`StepOptions`),
+and what most steps declare alike they inherit
+(`http_resilience._core.step_defaults`).
 
 The rules it applies to any pipeline, the standard one included:
 
@@ -45,8 +47,8 @@ from typing import (
 
 import httpx
 
+from http_resilience._core.call import AsyncHandler, SyncHandler
 from http_resilience._core.clock import Clock
-from http_resilience._core.pipeline import AsyncHandler, SyncHandler
 from http_resilience._core.telemetry import Telemetry
 
 __all__ = [
@@ -235,16 +237,13 @@ def build_async(
     steps: Sequence[StepOptions], send: AsyncHandler, context: BuildContext
 ) -> BuiltPipeline[AsyncHandler]:
     """The async chain of `steps` around `send`."""
-
-    def wrap(step: StepOptions, next: AsyncHandler, place: Placement) -> AsyncHandler:
-        override = _override(context, step)
-        if override is not None:
-            built = override.build_async(step, next, context, place)
-            if built is not None:
-                return built
-        return step.build_async(next, context, place)
-
-    return _build(steps, send, wrap)
+    return _build(
+        steps,
+        send,
+        context,
+        lambda step: step.build_async,
+        lambda override: override.build_async,
+    )
 
 
 def build_sync(
@@ -256,18 +255,21 @@ def build_sync(
         TypeError: A step has no sync strategy (check `async_only` first, to
             say why in the caller's words).
     """
+    return _build(
+        steps,
+        send,
+        context,
+        _own_sync,
+        lambda override: override.build_sync,
+    )
 
-    def wrap(step: StepOptions, next: SyncHandler, place: Placement) -> SyncHandler:
-        if not isinstance(step, SyncStepOptions):
-            raise TypeError(f"{step.label} has no sync strategy: it needs async")
-        override = _override(context, step)
-        if override is not None:
-            built = override.build_sync(step, next, context, place)
-            if built is not None:
-                return built
-        return step.build_sync(next, context, place)
 
-    return _build(steps, send, wrap)
+def _own_sync(
+    step: StepOptions,
+) -> Callable[[SyncHandler, BuildContext, Placement], SyncHandler]:
+    if not isinstance(step, SyncStepOptions):
+        raise TypeError(f"{step.label} has no sync strategy: it needs async")
+    return step.build_sync
 
 
 def _override(context: BuildContext, step: StepOptions) -> StepBuilder | None:
@@ -284,12 +286,29 @@ def _override(context: BuildContext, step: StepOptions) -> StepBuilder | None:
 def _build(
     steps: Sequence[StepOptions],
     send: H,
-    wrap: Callable[[StepOptions, H, Placement], H],
+    context: BuildContext,
+    own: Callable[[StepOptions], Callable[[H, BuildContext, Placement], H]],
+    overridden: Callable[
+        [StepBuilder], Callable[[StepOptions, H, BuildContext, Placement], H | None]
+    ],
 ) -> BuiltPipeline[H]:
+    """The chain of `steps` around `send`, innermost built first.
+
+    Each step is built by the `StepBuilder` registered for its kind, unless
+    there is none or it declines; then by its `own` build (asked first, so
+    that a step that cannot build in this colour is refused either way).
+    """
     handler = send
     built: list[object] = []
     for step, place in reversed([*zip(steps, placements(steps), strict=True)]):
-        handler = wrap(step, handler, place)
+        build = own(step)
+        override = _override(context, step)
+        wrapped = (
+            None
+            if override is None
+            else overridden(override)(step, handler, context, place)
+        )
+        handler = build(handler, context, place) if wrapped is None else wrapped
         built.append(handler)
     built.reverse()
     checks = [step.will_repeat for step in steps if step.repeats]

@@ -1,21 +1,37 @@
 """Field types the option models share: counts and ratios that refuse a bool.
 
-And the model configuration every strategy's options use (frozen, no unknown
-field).
+With their bounds, where more than one model holds the same rule (a count of
+at least one, a positive duration), and the model configuration every
+strategy's options use (frozen, no unknown field).
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+from datetime import timedelta
+from typing import Annotated, get_args
 
 from pydantic import (
     BeforeValidator,
     ConfigDict,
+    Field,
 )
 
-from http_resilience._core.classify import read_methods, read_status_codes
+from http_resilience._core.config_values import read_methods, read_status_codes
+from http_resilience._primitives.durations import Duration
 
-__all__ = ["FROZEN", "Count", "Methods", "Ratio", "RatioOrOff", "StatusCodes"]
+__all__ = [
+    "FROZEN",
+    "Count",
+    "Methods",
+    "NonNegativeCount",
+    "NonNegativeDuration",
+    "PositiveCount",
+    "PositiveDuration",
+    "Ratio",
+    "RatioOrOff",
+    "StatusCodes",
+    "UnitRatio",
+]
 
 
 def _not_a_bool(value: object) -> object:
@@ -30,6 +46,22 @@ Count = Annotated[int, BeforeValidator(_not_a_bool)]
 """An `int` field that refuses True and False (pydantic would read 1 and 0)."""
 Ratio = Annotated[float, BeforeValidator(_not_a_bool)]
 """A `float` field that refuses True and False (pydantic would read 1.0, 0.0)."""
+
+# Each bound stands before the reading, where pydantic puts the bounds of a
+# `Field(...)` default: the bound checks the value read, and the JSON schema
+# shows it as ``minimum`` (a bound after a validator would show as ``ge``).
+PositiveCount = Annotated[int, Field(ge=1), BeforeValidator(_not_a_bool)]
+"""A `Count` of at least 1 (hosts kept, permits, attempts that must happen)."""
+NonNegativeCount = Annotated[int, Field(ge=0), BeforeValidator(_not_a_bool)]
+"""A `Count` of at least 0 (retries, a queue: 0 turns it off)."""
+UnitRatio = Annotated[float, Field(gt=0.0, le=1.0), BeforeValidator(_not_a_bool)]
+"""A `Ratio` in (0, 1]."""
+PositiveDuration = Annotated[timedelta, Field(gt=timedelta(0)), *get_args(Duration)[1:]]
+"""A `Duration` of more than zero (a timeout, a window)."""
+NonNegativeDuration = Annotated[
+    timedelta, Field(ge=timedelta(0)), *get_args(Duration)[1:]
+]
+"""A `Duration` of zero or more (a delay)."""
 
 _OFF = frozenset({"none", "off", "null"})
 

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator, Mapping, Sequence
-from datetime import timedelta
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Self, TypeVar, cast
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    ValidationError,
     ValidationInfo,
     model_validator,
 )
@@ -23,12 +20,28 @@ from http_resilience._core.classify import (
     Backoff,
     Classifier,
 )
-from http_resilience._core.fields import Count, Methods, Ratio, RatioOrOff, StatusCodes
+from http_resilience._core.fields import (
+    Methods,
+    NonNegativeCount,
+    NonNegativeDuration,
+    PositiveCount,
+    PositiveDuration,
+    RatioOrOff,
+    StatusCodes,
+    UnitRatio,
+)
 from http_resilience._core.host_registry import DEFAULT_MAXIMUM_HOSTS
 from http_resilience._core.nested import NestedRetries
+from http_resilience._pipelines.config import (
+    ENVIRONMENT_PREFIX,
+    apply_environment,
+    client_environment,
+    client_variables,
+    env_client_name,
+    read_config,
+)
 from http_resilience._primitives.backoff import delays_problem
-from http_resilience._primitives.config import check_sections, mapping, section
-from http_resilience._primitives.durations import Duration, DurationInput, in_seconds
+from http_resilience._primitives.durations import DurationInput, in_seconds
 from http_resilience._strategies.breaker.options import (
     DEFAULT_BREAK_DURATION,
     DEFAULT_BREAKER_PER_HOST,
@@ -81,10 +94,7 @@ __all__ = [
     "env_client_name",
     "standard_steps",
 ]
-ENVIRONMENT_PREFIX: Final = "RESILIENCE__HTTP__"
 DEFAULT_MAX_BUFFERED_BYTES: Final = 16 * 1024 * 1024
-
-_CLIENTS = "clients"
 
 
 class HttpResilienceOptions(BaseModel):
@@ -194,33 +204,25 @@ class HttpResilienceOptions(BaseModel):
 
     SECTION: ClassVar[str] = "resilience.http"
 
-    max_retry_attempts: Count = Field(default=DEFAULT_MAX_RETRY_ATTEMPTS, ge=0)
-    base_delay: Duration = Field(default=DEFAULT_BASE_DELAY, ge=timedelta(0))
-    attempt_timeout: Duration = Field(default=DEFAULT_ATTEMPT_TIMEOUT, gt=timedelta(0))
-    total_request_timeout: Duration = Field(
-        default=DEFAULT_TOTAL_REQUEST_TIMEOUT, gt=timedelta(0)
-    )
-    failure_ratio: Ratio = Field(default=DEFAULT_FAILURE_RATIO, gt=0.0, le=1.0)
-    sampling_duration: Duration = Field(
-        default=DEFAULT_SAMPLING_DURATION, gt=timedelta(0)
-    )
-    minimum_throughput: Count = Field(default=DEFAULT_MINIMUM_THROUGHPUT, ge=1)
-    break_duration: Duration = Field(default=DEFAULT_BREAK_DURATION, gt=timedelta(0))
-    concurrency_limit: Count = Field(default=DEFAULT_CONCURRENCY_LIMIT, ge=1)
-    queue_limit: Count = Field(default=DEFAULT_QUEUE_LIMIT, ge=0)
+    max_retry_attempts: NonNegativeCount = DEFAULT_MAX_RETRY_ATTEMPTS
+    base_delay: NonNegativeDuration = DEFAULT_BASE_DELAY
+    attempt_timeout: PositiveDuration = DEFAULT_ATTEMPT_TIMEOUT
+    total_request_timeout: PositiveDuration = DEFAULT_TOTAL_REQUEST_TIMEOUT
+    failure_ratio: UnitRatio = DEFAULT_FAILURE_RATIO
+    sampling_duration: PositiveDuration = DEFAULT_SAMPLING_DURATION
+    minimum_throughput: PositiveCount = DEFAULT_MINIMUM_THROUGHPUT
+    break_duration: PositiveDuration = DEFAULT_BREAK_DURATION
+    concurrency_limit: PositiveCount = DEFAULT_CONCURRENCY_LIMIT
+    queue_limit: NonNegativeCount = DEFAULT_QUEUE_LIMIT
     retry_unsafe_methods: bool = DEFAULT_RETRY_UNSAFE_METHODS
     breaker_per_host: bool = DEFAULT_BREAKER_PER_HOST
-    maximum_hosts: Count = Field(default=DEFAULT_MAXIMUM_HOSTS, ge=1)
+    maximum_hosts: PositiveCount = DEFAULT_MAXIMUM_HOSTS
     own_transport_timeout: bool = DEFAULT_OWN_TRANSPORT_TIMEOUT
     retry_budget_ratio: RatioOrOff = Field(
         default=DEFAULT_RETRY_BUDGET_RATIO, ge=0.0, allow_inf_nan=False
     )
-    retry_budget_min_per_second: Count = Field(
-        default=DEFAULT_RETRY_BUDGET_MIN_PER_SECOND, ge=0
-    )
-    retry_budget_window: Duration = Field(
-        default=DEFAULT_RETRY_BUDGET_WINDOW, gt=timedelta(0)
-    )
+    retry_budget_min_per_second: NonNegativeCount = DEFAULT_RETRY_BUDGET_MIN_PER_SECOND
+    retry_budget_window: PositiveDuration = DEFAULT_RETRY_BUDGET_WINDOW
     budget_per_host: bool = DEFAULT_BUDGET_PER_HOST
     quota_reserve: RatioOrOff = Field(
         default=DEFAULT_QUOTA_RESERVE, ge=0.0, lt=1.0, allow_inf_nan=False
@@ -232,11 +234,11 @@ class HttpResilienceOptions(BaseModel):
     should_break: Classifier | None = None
     retry_methods: Methods = SAFE_METHODS
     backoff: Backoff = DEFAULT_BACKOFF
-    max_delay: Duration = Field(default=DEFAULT_MAX_DELAY, ge=timedelta(0))
+    max_delay: NonNegativeDuration = DEFAULT_MAX_DELAY
     detect_nested_retries: bool = True
     nested_retries: NestedRetries = "suppress"
     buffer_responses: bool = False
-    max_buffered_bytes: Count = Field(default=DEFAULT_MAX_BUFFERED_BYTES, ge=1)
+    max_buffered_bytes: PositiveCount = DEFAULT_MAX_BUFFERED_BYTES
 
     if TYPE_CHECKING:
         # What type checkers see: durations given in every form pydantic reads,
@@ -352,77 +354,7 @@ class HttpResilienceOptions(BaseModel):
             ... ).max_retry_attempts
             0
         """
-        check_sections(config)
-        where = f"HTTP client {client!r}: "
-        found = section(config or {}, cls.SECTION, prefix=where)
-        values: dict[str, Any] = {k: v for k, v in found.items() if k != _CLIENTS}
-        clients = mapping(
-            found.get(_CLIENTS, {}), f"{cls.SECTION}.{_CLIENTS}", prefix=where
-        )
-        own_section = clients.get(client, {})
-        if not isinstance(own_section, Mapping):
-            raise TypeError(
-                f"{where}configuration section '{cls.SECTION}.{_CLIENTS}' holds "
-                f"a value of type {type(own_section).__name__} for it, not a mapping"
-            )
-        values.update(cast("Mapping[str, Any]", own_section))
-        environment = os.environ if environ is None else environ
-        return _validated(cls, values, _from_environment(environment, client), client)
-
-
-_O = TypeVar("_O", bound=HttpResilienceOptions)
-
-
-def apply_environment(
-    options: _O, *, client: str, environ: Mapping[str, str] | None = None
-) -> _O:
-    """`options` with the environment's variables for `client` on top.
-
-    Options given in code stand where the configuration sections would
-    (steps 2 and 3 of `HttpResilienceOptions.from_config`); the operator's
-    ``RESILIENCE__HTTP__<FIELD>`` and then
-    ``RESILIENCE__HTTP__CLIENTS__<CLIENT>__<FIELD>`` variables win over them.
-    Without such a variable, `options` itself.
-
-    Raises:
-        pydantic.ValidationError: A variable names no field or holds an
-            invalid value; the title names the client and the variable.
-    """
-    environment = os.environ if environ is None else environ
-    found = _from_environment(environment, client)
-    if not found:
-        return options
-    values = {name: getattr(options, name) for name in type(options).model_fields}
-    return _validated(type(options), values, found, client)
-
-
-def client_environment(environment: Mapping[str, str], client: str) -> tuple[str, ...]:
-    """The ``RESILIENCE__HTTP__CLIENTS__<CLIENT>__...`` variables for `client`."""
-    wanted = env_client_name(client)
-    return tuple(
-        sorted(name for name, named in client_variables(environment) if named == wanted)
-    )
-
-
-def _validated(
-    cls: type[_O],
-    values: dict[str, Any],
-    environment: dict[str, tuple[str, str]],
-    client: str,
-) -> _O:
-    """Validate `values`, the environment on top; errors name client and variables."""
-    values.update({field: value for field, (_, value) in environment.items()})
-    try:
-        return cls.model_validate(values, context={"client": client})
-    except ValidationError as error:
-        blamed = sorted(
-            {
-                environment[field][0]
-                for entry in error.errors()
-                if entry["loc"] and (field := str(entry["loc"][0])) in environment
-            }
-        )
-        raise _naming(error, client, blamed) from None
+        return read_config(cls, cls.SECTION, config, client=client, environ=environ)
 
 
 def standard_steps(options: HttpResilienceOptions) -> tuple[StepOptions, ...]:
@@ -434,135 +366,32 @@ def standard_steps(options: HttpResilienceOptions) -> tuple[StepOptions, ...]:
     rules make the total timeout arm no timer of its
     own (the attempt timeout cuts at the earlier deadline) and the attempt
     timeout own the transport's time when `own_transport_timeout` says so.
+    Each strategy's options take their fields from the same-named ones here.
     """
-    budget: tuple[StepOptions, ...] = ()
-    if options.retry_budget_ratio is not None:
-        budget = (
-            RetryBudgetOptions(
-                retry_budget_ratio=options.retry_budget_ratio,
-                retry_budget_min_per_second=options.retry_budget_min_per_second,
-                retry_budget_window=options.retry_budget_window,
-                budget_per_host=options.budget_per_host,
-                maximum_hosts=options.maximum_hosts,
-            ),
-        )
-    quota: tuple[StepOptions, ...] = ()
-    if options.quota_reserve is not None:
-        quota = (
-            QuotaOptions(
-                quota_reserve=options.quota_reserve,
-                quota_legacy_headers=options.quota_legacy_headers,
-                maximum_hosts=options.maximum_hosts,
-            ),
-        )
-    return (
-        LimiterOptions(
-            concurrency_limit=options.concurrency_limit,
-            queue_limit=options.queue_limit,
-        ),
+    steps: list[StepOptions] = [
+        _part(LimiterOptions, options),
         TimeoutOptions(timeout=options.total_request_timeout),
-        *budget,
-        RetryOptions(
-            max_retry_attempts=options.max_retry_attempts,
-            base_delay=options.base_delay,
-            retry_unsafe_methods=options.retry_unsafe_methods,
-            retry_on_status=options.retry_on_status,
-            should_retry=options.should_retry,
-            retry_methods=options.retry_methods,
-            backoff=options.backoff,
-            max_delay=options.max_delay,
-            detect_nested_retries=options.detect_nested_retries,
-            nested_retries=options.nested_retries,
-        ),
-        *quota,
-        BreakerOptions(
-            failure_ratio=options.failure_ratio,
-            sampling_duration=options.sampling_duration,
-            minimum_throughput=options.minimum_throughput,
-            break_duration=options.break_duration,
-            breaker_per_host=options.breaker_per_host,
-            maximum_hosts=options.maximum_hosts,
-            breaker_on_status=options.breaker_on_status,
-            should_break=options.should_break,
-        ),
+    ]
+    if options.retry_budget_ratio is not None:
+        steps.append(_part(RetryBudgetOptions, options))
+    steps.append(_part(RetryOptions, options))
+    if options.quota_reserve is not None:
+        steps.append(_part(QuotaOptions, options))
+    steps.append(_part(BreakerOptions, options))
+    steps.append(
         TimeoutOptions(
             timeout=options.attempt_timeout,
             own_transport_timeout=options.own_transport_timeout,
-        ),
-    )
-
-
-def env_client_name(client: str) -> str:
-    """How the environment spells client `client`: upper case, ``-`` as ``_``."""
-    return client.upper().replace("-", "_")
-
-
-def _from_environment(
-    environment: Mapping[str, str], client: str
-) -> dict[str, tuple[str, str]]:
-    """Each field the environment sets for `client`: its variable and value.
-
-    A client's own variable wins over the shared one for the same field.
-    """
-    shared: dict[str, tuple[str, str]] = {}
-    own: dict[str, tuple[str, str]] = {}
-    wanted = env_client_name(client)
-    for name, value in environment.items():
-        split = _split_variable(name)
-        if split is None:
-            continue
-        named, field = split
-        if named is None:
-            shared[field] = (name, value)
-        elif named == wanted:
-            own[field] = (name, value)
-    return {**shared, **own}
-
-
-def _split_variable(name: str) -> tuple[str | None, str] | None:
-    """The client (upper case, None for every client) and field `name` sets.
-
-    None when `name` does not start with ``RESILIENCE__HTTP__``. A
-    ``RESILIENCE__HTTP__CLIENTS__<CLIENT>`` without a field is a field no
-    client knows, shared, so that reading options refuses it.
-    """
-    upper = name.upper()
-    if not upper.startswith(ENVIRONMENT_PREFIX):
-        return None
-    rest = upper[len(ENVIRONMENT_PREFIX) :]
-    clients_prefix = _CLIENTS.upper() + "__"
-    if rest.startswith(clients_prefix):
-        named, separator, field = rest[len(clients_prefix) :].rpartition("__")
-        if separator:
-            return named, field.lower()
-    return None, rest.lower()
-
-
-def client_variables(environment: Mapping[str, str]) -> Iterator[tuple[str, str]]:
-    """Each ``RESILIENCE__HTTP__CLIENTS__<CLIENT>__<FIELD>`` variable, and its client.
-
-    The client as the variable spells it, upper case: compare it with
-    `env_client_name` of a client's name.
-    """
-    for name in environment:
-        split = _split_variable(name)
-        if split is not None and split[0] is not None:
-            yield name, split[0]
-
-
-def _naming(
-    error: ValidationError, client: str, variables: Sequence[str] = ()
-) -> ValidationError:
-    """`error` again, its title naming the client (or a note, if it cannot be).
-
-    `variables` are the environment variables the failing values came from.
-    """
-    source = f" (from environment variable {', '.join(variables)})" if variables else ""
-    try:
-        return ValidationError.from_exception_data(
-            f"HttpResilienceOptions of HTTP client {client!r}{source}",
-            cast("Any", error.errors()),
         )
-    except (KeyError, TypeError, ValueError):  # an error type pydantic cannot rebuild
-        error.add_note(f"in the options of HTTP client {client!r}{source}")
-        return error
+    )
+    return tuple(steps)
+
+
+_Part = TypeVar("_Part", bound=BaseModel)
+
+
+def _part(kind: type[_Part], options: HttpResilienceOptions) -> _Part:
+    """`kind`'s options, each field read from the field of that name in `options`."""
+    return kind.model_validate(
+        {name: getattr(options, name) for name in kind.model_fields}
+    )

@@ -4,20 +4,23 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import timedelta
-from typing import TYPE_CHECKING, ClassVar, Final
+from typing import TYPE_CHECKING, Final
 
-import httpx
 from pydantic import (
     BaseModel,
-    Field,
 )
 
-from http_resilience._core.builder import BuildContext, Placement
 from http_resilience._core.classify import DEFAULT_FAILURE_STATUSES, Classifier
-from http_resilience._core.fields import FROZEN, Count, Ratio, StatusCodes
+from http_resilience._core.fields import (
+    FROZEN,
+    PositiveCount,
+    PositiveDuration,
+    StatusCodes,
+    UnitRatio,
+)
 from http_resilience._core.host_registry import DEFAULT_MAXIMUM_HOSTS
-from http_resilience._core.pipeline import AsyncHandler, SyncHandler
-from http_resilience._primitives.durations import Duration, DurationInput
+from http_resilience._core.step_defaults import SyncStepDefaults
+from http_resilience._primitives.durations import DurationInput
 from http_resilience._strategies.breaker.strategy import (
     AsyncBreaker,
     BreakerStrategy,
@@ -40,7 +43,7 @@ DEFAULT_BREAK_DURATION: Final = timedelta(seconds=5)
 DEFAULT_BREAKER_PER_HOST: Final = True
 
 
-class BreakerOptions(BaseModel):
+class BreakerOptions(SyncStepDefaults, BaseModel):
     """The circuit breaker of a custom pipeline.
 
     Attributes:
@@ -74,14 +77,12 @@ class BreakerOptions(BaseModel):
 
     model_config = FROZEN
 
-    failure_ratio: Ratio = Field(default=DEFAULT_FAILURE_RATIO, gt=0.0, le=1.0)
-    sampling_duration: Duration = Field(
-        default=DEFAULT_SAMPLING_DURATION, gt=timedelta(0)
-    )
-    minimum_throughput: Count = Field(default=DEFAULT_MINIMUM_THROUGHPUT, ge=1)
-    break_duration: Duration = Field(default=DEFAULT_BREAK_DURATION, gt=timedelta(0))
+    failure_ratio: UnitRatio = DEFAULT_FAILURE_RATIO
+    sampling_duration: PositiveDuration = DEFAULT_SAMPLING_DURATION
+    minimum_throughput: PositiveCount = DEFAULT_MINIMUM_THROUGHPUT
+    break_duration: PositiveDuration = DEFAULT_BREAK_DURATION
     breaker_per_host: bool = DEFAULT_BREAKER_PER_HOST
-    maximum_hosts: Count = Field(default=DEFAULT_MAXIMUM_HOSTS, ge=1)
+    maximum_hosts: PositiveCount = DEFAULT_MAXIMUM_HOSTS
     breaker_on_status: StatusCodes = DEFAULT_FAILURE_STATUSES
     should_break: Classifier | None = None
 
@@ -102,41 +103,7 @@ class BreakerOptions(BaseModel):
             should_break: Classifier | None = None,
         ) -> None: ...
 
-    is_deadline: ClassVar[bool] = False
-    repeats: ClassVar[bool] = False
-
-    @property
-    def label(self) -> str:
-        """``"breaker"``."""
-        return "breaker"
-
-    @property
-    def waits_outside_attempts(self) -> bool:
-        """A breaker never waits."""
-        return False
-
-    def will_repeat(self, request: httpx.Request) -> bool:
-        """Never: a breaker sends nothing twice."""
-        return False
-
-    def build_async(
-        self, next: AsyncHandler, context: BuildContext, place: Placement
-    ) -> AsyncBreaker:
-        """This transport's breakers, around `next`."""
-        return AsyncBreaker(
-            next,
-            BreakerStrategy(
-                options=self, clock=context.clock, telemetry=context.telemetry
-            ),
-        )
-
-    def build_sync(
-        self, next: SyncHandler, context: BuildContext, place: Placement
-    ) -> SyncBreaker:
-        """This transport's breakers, behind a lock, around `next`."""
-        return SyncBreaker(
-            next,
-            BreakerStrategy(
-                options=self, clock=context.clock, telemetry=context.telemetry
-            ),
-        )
+    _label = "breaker"
+    _strategy_kind = BreakerStrategy
+    _async_driver = AsyncBreaker
+    _sync_driver = SyncBreaker

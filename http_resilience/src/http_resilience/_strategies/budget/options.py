@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING, ClassVar, Final
+from typing import TYPE_CHECKING, Final
 
-import httpx
 from pydantic import BaseModel, Field
 
-from http_resilience._core.builder import BuildContext, Placement
-from http_resilience._core.fields import FROZEN, Count, Ratio
+from http_resilience._core.builder import BuildContext
+from http_resilience._core.fields import (
+    FROZEN,
+    NonNegativeCount,
+    PositiveCount,
+    PositiveDuration,
+    Ratio,
+)
 from http_resilience._core.host_registry import DEFAULT_MAXIMUM_HOSTS
-from http_resilience._core.pipeline import AsyncHandler, SyncHandler
-from http_resilience._primitives.durations import Duration, DurationInput
+from http_resilience._core.step_defaults import SyncStepDefaults
+from http_resilience._primitives.durations import DurationInput
 from http_resilience._strategies.budget.strategy import (
     AsyncRetryBudget,
     BudgetStrategy,
@@ -33,7 +38,7 @@ DEFAULT_RETRY_BUDGET_WINDOW: Final = timedelta(seconds=10)
 DEFAULT_BUDGET_PER_HOST: Final = True
 
 
-class RetryBudgetOptions(BaseModel):
+class RetryBudgetOptions(SyncStepDefaults, BaseModel):
     """The retry budget of a custom pipeline: it governs the retry and hedging after it.
 
     Within any `retry_budget_window`, the retries and hedged copies sent to a
@@ -69,14 +74,10 @@ class RetryBudgetOptions(BaseModel):
     retry_budget_ratio: Ratio = Field(
         default=DEFAULT_RETRY_BUDGET_RATIO, ge=0.0, allow_inf_nan=False
     )
-    retry_budget_min_per_second: Count = Field(
-        default=DEFAULT_RETRY_BUDGET_MIN_PER_SECOND, ge=0
-    )
-    retry_budget_window: Duration = Field(
-        default=DEFAULT_RETRY_BUDGET_WINDOW, gt=timedelta(0)
-    )
+    retry_budget_min_per_second: NonNegativeCount = DEFAULT_RETRY_BUDGET_MIN_PER_SECOND
+    retry_budget_window: PositiveDuration = DEFAULT_RETRY_BUDGET_WINDOW
     budget_per_host: bool = DEFAULT_BUDGET_PER_HOST
-    maximum_hosts: Count = Field(default=DEFAULT_MAXIMUM_HOSTS, ge=1)
+    maximum_hosts: PositiveCount = DEFAULT_MAXIMUM_HOSTS
 
     if TYPE_CHECKING:
         # Durations in every form pydantic reads; see `HttpResilienceOptions`.
@@ -90,37 +91,10 @@ class RetryBudgetOptions(BaseModel):
             maximum_hosts: int = DEFAULT_MAXIMUM_HOSTS,
         ) -> None: ...
 
-    is_deadline: ClassVar[bool] = False
-    repeats: ClassVar[bool] = False
+    _label = "retry budget"
+    _async_driver = AsyncRetryBudget
+    _sync_driver = SyncRetryBudget
 
-    @property
-    def label(self) -> str:
-        """``"retry budget"``."""
-        return "retry budget"
-
-    @property
-    def waits_outside_attempts(self) -> bool:
-        """A budget never waits."""
-        return False
-
-    def will_repeat(self, request: httpx.Request) -> bool:
-        """Never: a budget sends nothing twice."""
-        return False
-
-    def build_async(
-        self, next: AsyncHandler, context: BuildContext, place: Placement
-    ) -> AsyncRetryBudget:
-        """This transport's budgets, around `next`."""
-        return AsyncRetryBudget(
-            next,
-            BudgetStrategy(options=self, clock=context.clock),
-        )
-
-    def build_sync(
-        self, next: SyncHandler, context: BuildContext, place: Placement
-    ) -> SyncRetryBudget:
-        """This transport's budgets, around `next`."""
-        return SyncRetryBudget(
-            next,
-            BudgetStrategy(options=self, clock=context.clock),
-        )
+    def _strategy(self, context: BuildContext) -> BudgetStrategy:
+        """This transport's budgets."""
+        return BudgetStrategy(options=self, clock=context.clock)

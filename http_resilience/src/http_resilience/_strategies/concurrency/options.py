@@ -6,14 +6,14 @@ defaults, and the builders of the two drivers.
 
 from __future__ import annotations
 
-from typing import ClassVar, Final
+from typing import Final
 
-import httpx
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from http_resilience._core.builder import BuildContext, Placement
-from http_resilience._core.fields import FROZEN, Count
-from http_resilience._core.pipeline import AsyncHandler, SyncHandler
+from http_resilience._core.call import AsyncHandler, SyncHandler
+from http_resilience._core.fields import FROZEN, NonNegativeCount, PositiveCount
+from http_resilience._core.step_defaults import SyncStepDefaults
 from http_resilience._strategies.concurrency.strategy import (
     AsyncConcurrencyLimiter,
     AsyncLimiter,
@@ -29,7 +29,7 @@ DEFAULT_CONCURRENCY_LIMIT: Final = 1000
 DEFAULT_QUEUE_LIMIT: Final = 0
 
 
-class LimiterOptions(BaseModel):
+class LimiterOptions(SyncStepDefaults, BaseModel):
     """The concurrency limiter of a custom pipeline.
 
     Attributes:
@@ -47,46 +47,30 @@ class LimiterOptions(BaseModel):
 
     model_config = FROZEN
 
-    concurrency_limit: Count = Field(default=DEFAULT_CONCURRENCY_LIMIT, ge=1)
-    queue_limit: Count = Field(default=DEFAULT_QUEUE_LIMIT, ge=0)
+    concurrency_limit: PositiveCount = DEFAULT_CONCURRENCY_LIMIT
+    queue_limit: NonNegativeCount = DEFAULT_QUEUE_LIMIT
 
-    is_deadline: ClassVar[bool] = False
-    repeats: ClassVar[bool] = False
-
-    @property
-    def label(self) -> str:
-        """``"limiter"``."""
-        return "limiter"
+    _label = "limiter"
 
     @property
     def waits_outside_attempts(self) -> bool:
         """A request may wait in the queue: time passes outside any attempt."""
         return self.queue_limit > 0
 
-    def will_repeat(self, request: httpx.Request) -> bool:
-        """Never: a limiter sends nothing twice."""
-        return False
-
     def build_async(
         self, next: AsyncHandler, context: BuildContext, place: Placement
     ) -> AsyncLimiter:
         """This transport's limiter, around `next`."""
-        return AsyncLimiter(
-            next,
-            AsyncConcurrencyLimiter(
-                permits=self.concurrency_limit, queue_limit=self.queue_limit
-            ),
-            LimiterStrategy(context.telemetry),
+        limiter = AsyncConcurrencyLimiter(
+            permits=self.concurrency_limit, queue_limit=self.queue_limit
         )
+        return AsyncLimiter(next, limiter, LimiterStrategy(context.telemetry))
 
     def build_sync(
         self, next: SyncHandler, context: BuildContext, place: Placement
     ) -> SyncLimiter:
         """This transport's limiter, for threads, around `next`."""
-        return SyncLimiter(
-            next,
-            ConcurrencyLimiter(
-                permits=self.concurrency_limit, queue_limit=self.queue_limit
-            ),
-            LimiterStrategy(context.telemetry),
+        limiter = ConcurrencyLimiter(
+            permits=self.concurrency_limit, queue_limit=self.queue_limit
         )
+        return SyncLimiter(next, limiter, LimiterStrategy(context.telemetry))

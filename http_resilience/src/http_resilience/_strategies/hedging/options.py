@@ -6,12 +6,13 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, ClassVar, Final
 
 import httpx
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from http_resilience._core.builder import BuildContext, Placement
-from http_resilience._core.fields import FROZEN, Count
-from http_resilience._core.pipeline import AsyncHandler
-from http_resilience._primitives.durations import Duration, DurationInput
+from http_resilience._core.call import AsyncHandler
+from http_resilience._core.fields import FROZEN, PositiveCount, PositiveDuration
+from http_resilience._core.step_defaults import StepDefaults
+from http_resilience._primitives.durations import DurationInput
 from http_resilience._strategies.hedging.decision import is_hedged
 from http_resilience._strategies.hedging.strategy import HedgingStrategy
 
@@ -26,7 +27,7 @@ DEFAULT_HEDGING_DELAY: Final = timedelta(seconds=2)
 DEFAULT_MAX_HEDGED_ATTEMPTS: Final = 1
 
 
-class HedgingOptions(BaseModel):
+class HedgingOptions(StepDefaults, BaseModel):
     """Hedging: a second attempt when the first is slow, the first good answer wins.
 
     Only safe methods are hedged: GET, HEAD, OPTIONS and TRACE. PUT and DELETE
@@ -54,8 +55,8 @@ class HedgingOptions(BaseModel):
 
     model_config = FROZEN
 
-    delay: Duration = Field(default=DEFAULT_HEDGING_DELAY, gt=timedelta(0))
-    max_hedged_attempts: Count = Field(default=DEFAULT_MAX_HEDGED_ATTEMPTS, ge=1)
+    delay: PositiveDuration = DEFAULT_HEDGING_DELAY
+    max_hedged_attempts: PositiveCount = DEFAULT_MAX_HEDGED_ATTEMPTS
 
     if TYPE_CHECKING:
         # Durations in every form pydantic reads; see `HttpResilienceOptions`.
@@ -66,13 +67,8 @@ class HedgingOptions(BaseModel):
             max_hedged_attempts: int = DEFAULT_MAX_HEDGED_ATTEMPTS,
         ) -> None: ...
 
-    is_deadline: ClassVar[bool] = False
     repeats: ClassVar[bool] = True
-
-    @property
-    def label(self) -> str:
-        """``"hedging"``."""
-        return "hedging"
+    _label = "hedging"
 
     @property
     def waits_outside_attempts(self) -> bool:

@@ -7,17 +7,15 @@ the legacy triple's names, and the builders of the two drivers.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated, ClassVar, Final, cast
+from typing import Annotated, Final, cast
 
-import httpx
 from pydantic import AfterValidator, BaseModel, BeforeValidator, Field
 
-from http_resilience._core.builder import BuildContext, Placement
-from http_resilience._core.fields import FROZEN, Count
+from http_resilience._core.fields import FROZEN, PositiveCount
 from http_resilience._core.host_registry import DEFAULT_MAXIMUM_HOSTS
-from http_resilience._core.pipeline import AsyncHandler, SyncHandler
 from http_resilience._core.quota_headers import LEGACY_HEADERS
 from http_resilience._core.raw_headers import is_token
+from http_resilience._core.step_defaults import SyncStepDefaults
 from http_resilience._strategies.quota.strategy import (
     AsyncQuota,
     QuotaStrategy,
@@ -80,7 +78,7 @@ HeaderNames = Annotated[
 them joined by commas."""
 
 
-class QuotaOptions(BaseModel):
+class QuotaOptions(SyncStepDefaults, BaseModel):
     """The published-quota reader of the standard pipeline.
 
     Attributes:
@@ -97,43 +95,9 @@ class QuotaOptions(BaseModel):
         default=DEFAULT_QUOTA_RESERVE, ge=0.0, lt=1.0, allow_inf_nan=False
     )
     quota_legacy_headers: HeaderNames = DEFAULT_QUOTA_LEGACY_HEADERS
-    maximum_hosts: Count = Field(default=DEFAULT_MAXIMUM_HOSTS, ge=1)
+    maximum_hosts: PositiveCount = DEFAULT_MAXIMUM_HOSTS
 
-    is_deadline: ClassVar[bool] = False
-    repeats: ClassVar[bool] = False
-
-    @property
-    def label(self) -> str:
-        """``"quota"``."""
-        return "quota"
-
-    @property
-    def waits_outside_attempts(self) -> bool:
-        """The quota never waits: the retry around it does."""
-        return False
-
-    def will_repeat(self, request: httpx.Request) -> bool:
-        """Never: the quota sends nothing twice."""
-        return False
-
-    def build_async(
-        self, next: AsyncHandler, context: BuildContext, place: Placement
-    ) -> AsyncQuota:
-        """The quota reader, around `next`."""
-        return AsyncQuota(
-            next,
-            QuotaStrategy(
-                options=self, clock=context.clock, telemetry=context.telemetry
-            ),
-        )
-
-    def build_sync(
-        self, next: SyncHandler, context: BuildContext, place: Placement
-    ) -> SyncQuota:
-        """The quota reader, around `next`."""
-        return SyncQuota(
-            next,
-            QuotaStrategy(
-                options=self, clock=context.clock, telemetry=context.telemetry
-            ),
-        )
+    _label = "quota"
+    _strategy_kind = QuotaStrategy
+    _async_driver = AsyncQuota
+    _sync_driver = SyncQuota

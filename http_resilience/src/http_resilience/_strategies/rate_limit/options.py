@@ -6,15 +6,18 @@ the two drivers.
 
 from __future__ import annotations
 
-from typing import ClassVar, Final
+from typing import Final
 
-import httpx
 from pydantic import BaseModel, Field
 
-from http_resilience._core.builder import BuildContext, Placement
-from http_resilience._core.fields import FROZEN, Count, Ratio
+from http_resilience._core.fields import (
+    FROZEN,
+    NonNegativeCount,
+    PositiveCount,
+    Ratio,
+)
 from http_resilience._core.host_registry import DEFAULT_MAXIMUM_HOSTS
-from http_resilience._core.pipeline import AsyncHandler, SyncHandler
+from http_resilience._core.step_defaults import SyncStepDefaults
 from http_resilience._primitives.durations import MAX_DURATION
 from http_resilience._strategies.rate_limit.strategy import (
     AsyncRateLimiter,
@@ -30,7 +33,7 @@ _SLOWEST: Final = 1 / MAX_DURATION.total_seconds()
 longer than any runtime can."""
 
 
-class RateLimiterOptions(BaseModel):
+class RateLimiterOptions(SyncStepDefaults, BaseModel):
     """A time-based rate limiter for a custom pipeline (a token bucket).
 
     Attributes:
@@ -57,13 +60,14 @@ class RateLimiterOptions(BaseModel):
     model_config = FROZEN
 
     permits_per_second: Ratio = Field(ge=_SLOWEST, allow_inf_nan=False)
-    burst: Count = Field(default=1, ge=1)
+    burst: PositiveCount = 1
     per_host: bool = True
-    queue_limit: Count = Field(default=0, ge=0)
-    maximum_hosts: Count = Field(default=DEFAULT_MAXIMUM_HOSTS, ge=1)
+    queue_limit: NonNegativeCount = 0
+    maximum_hosts: PositiveCount = DEFAULT_MAXIMUM_HOSTS
 
-    is_deadline: ClassVar[bool] = False
-    repeats: ClassVar[bool] = False
+    _strategy_kind = RateLimiterStrategy
+    _async_driver = AsyncRateLimiter
+    _sync_driver = SyncRateLimiter
 
     @property
     def label(self) -> str:
@@ -74,29 +78,3 @@ class RateLimiterOptions(BaseModel):
     def waits_outside_attempts(self) -> bool:
         """A queued request waits for its permit outside any attempt."""
         return self.queue_limit > 0
-
-    def will_repeat(self, request: httpx.Request) -> bool:
-        """Never: a limiter sends nothing twice."""
-        return False
-
-    def build_async(
-        self, next: AsyncHandler, context: BuildContext, place: Placement
-    ) -> AsyncRateLimiter:
-        """This transport's buckets, around `next`."""
-        return AsyncRateLimiter(
-            next,
-            RateLimiterStrategy(
-                options=self, clock=context.clock, telemetry=context.telemetry
-            ),
-        )
-
-    def build_sync(
-        self, next: SyncHandler, context: BuildContext, place: Placement
-    ) -> SyncRateLimiter:
-        """This transport's buckets, around `next`."""
-        return SyncRateLimiter(
-            next,
-            RateLimiterStrategy(
-                options=self, clock=context.clock, telemetry=context.telemetry
-            ),
-        )

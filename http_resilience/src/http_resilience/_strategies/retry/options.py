@@ -9,11 +9,10 @@ from typing import TYPE_CHECKING, ClassVar, Final, Self, TypeAlias
 import httpx
 from pydantic import (
     BaseModel,
-    Field,
     model_validator,
 )
 
-from http_resilience._core.builder import BuildContext, Placement
+from http_resilience._core.builder import BuildContext
 from http_resilience._core.classify import (
     DEFAULT_FAILURE_STATUSES,
     SAFE_METHODS,
@@ -21,11 +20,17 @@ from http_resilience._core.classify import (
     Classifier,
     may_retry,
 )
-from http_resilience._core.fields import FROZEN, Count, Methods, StatusCodes
+from http_resilience._core.fields import (
+    FROZEN,
+    Methods,
+    NonNegativeCount,
+    NonNegativeDuration,
+    StatusCodes,
+)
 from http_resilience._core.nested import NestedRetries
-from http_resilience._core.pipeline import AsyncHandler, SyncHandler
+from http_resilience._core.step_defaults import SyncStepDefaults
 from http_resilience._primitives.backoff import check_delays
-from http_resilience._primitives.durations import Duration, DurationInput
+from http_resilience._primitives.durations import DurationInput
 from http_resilience._strategies.retry.decision import RetryDecision
 from http_resilience._strategies.retry.strategy import (
     AsyncRetry,
@@ -58,7 +63,7 @@ MethodsInput: TypeAlias = "Iterable[str] | str"
 """What `retry_methods` takes: names, or one string joined by commas."""
 
 
-class RetryOptions(BaseModel):
+class RetryOptions(SyncStepDefaults, BaseModel):
     """The retry of a custom pipeline.
 
     The delay before retry n (1 for the first) follows `backoff` from
@@ -111,14 +116,14 @@ class RetryOptions(BaseModel):
 
     model_config = FROZEN
 
-    max_retry_attempts: Count = Field(default=DEFAULT_MAX_RETRY_ATTEMPTS, ge=0)
-    base_delay: Duration = Field(default=DEFAULT_BASE_DELAY, ge=timedelta(0))
+    max_retry_attempts: NonNegativeCount = DEFAULT_MAX_RETRY_ATTEMPTS
+    base_delay: NonNegativeDuration = DEFAULT_BASE_DELAY
     retry_unsafe_methods: bool = DEFAULT_RETRY_UNSAFE_METHODS
     retry_on_status: StatusCodes = DEFAULT_FAILURE_STATUSES
     should_retry: Classifier | None = None
     retry_methods: Methods = SAFE_METHODS
     backoff: Backoff = DEFAULT_BACKOFF
-    max_delay: Duration = Field(default=DEFAULT_MAX_DELAY, ge=timedelta(0))
+    max_delay: NonNegativeDuration = DEFAULT_MAX_DELAY
     detect_nested_retries: bool = True
     nested_retries: NestedRetries = "suppress"
 
@@ -144,18 +149,13 @@ class RetryOptions(BaseModel):
         check_delays(self.base_delay, self.max_delay)
         return self
 
-    is_deadline: ClassVar[bool] = False
     repeats: ClassVar[bool] = True
+    _label = "retry"
+    _async_driver = AsyncRetry
+    _sync_driver = SyncRetry
 
-    @property
-    def label(self) -> str:
-        """``"retry"``."""
-        return "retry"
-
-    @property
-    def waits_outside_attempts(self) -> bool:
-        """It waits between attempts, but never past a deadline: no."""
-        return False
+    # It waits between attempts, but never past a deadline: it does not wait
+    # outside attempts (`StepDefaults.waits_outside_attempts`).
 
     def will_repeat(self, request: httpx.Request) -> bool:
         """Whether a failed attempt of `request` may be sent again at all."""
@@ -166,6 +166,7 @@ class RetryOptions(BaseModel):
         )
 
     def _strategy(self, context: BuildContext) -> RetryStrategy:
+        """The retry's delays and rules, for the async and the blocking loop."""
         decision = RetryDecision(
             max_retry_attempts=self.max_retry_attempts,
             base_delay=self.base_delay.total_seconds(),
@@ -183,15 +184,3 @@ class RetryOptions(BaseModel):
             classify=self.should_retry,
             nested=self.nested_retries if self.detect_nested_retries else None,
         )
-
-    def build_async(
-        self, next: AsyncHandler, context: BuildContext, place: Placement
-    ) -> AsyncRetry:
-        """The retry loop around `next`."""
-        return AsyncRetry(next, self._strategy(context))
-
-    def build_sync(
-        self, next: SyncHandler, context: BuildContext, place: Placement
-    ) -> SyncRetry:
-        """The blocking retry loop around `next`."""
-        return SyncRetry(next, self._strategy(context))

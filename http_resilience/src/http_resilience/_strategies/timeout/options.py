@@ -5,16 +5,15 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING, ClassVar, Final
 
-import httpx
 from pydantic import (
     BaseModel,
-    Field,
 )
 
 from http_resilience._core.builder import BuildContext, Placement
-from http_resilience._core.fields import FROZEN
-from http_resilience._core.pipeline import AsyncHandler, SyncHandler
-from http_resilience._primitives.durations import Duration, DurationInput
+from http_resilience._core.call import AsyncHandler, SyncHandler
+from http_resilience._core.fields import FROZEN, PositiveDuration
+from http_resilience._core.step_defaults import SyncStepDefaults
+from http_resilience._primitives.durations import DurationInput
 from http_resilience._strategies.timeout.deadline import Deadline
 from http_resilience._strategies.timeout.strategy import (
     AsyncTimeout,
@@ -36,7 +35,7 @@ DEFAULT_TOTAL_REQUEST_TIMEOUT: Final = timedelta(seconds=30)
 DEFAULT_OWN_TRANSPORT_TIMEOUT: Final = True
 
 
-class TimeoutOptions(BaseModel):
+class TimeoutOptions(SyncStepDefaults, BaseModel):
     """A timeout of a pipeline (internal: `add_timeout` builds it).
 
     Attributes:
@@ -47,7 +46,7 @@ class TimeoutOptions(BaseModel):
 
     model_config = FROZEN
 
-    timeout: Duration = Field(gt=timedelta(0))
+    timeout: PositiveDuration
     own_transport_timeout: bool = DEFAULT_OWN_TRANSPORT_TIMEOUT
 
     if TYPE_CHECKING:
@@ -59,22 +58,12 @@ class TimeoutOptions(BaseModel):
             own_transport_timeout: bool = DEFAULT_OWN_TRANSPORT_TIMEOUT,
         ) -> None: ...
 
+    is_deadline: ClassVar[bool] = True
+
     @property
     def label(self) -> str:
         """``"timeout 1 s"``."""
         return f"timeout {self.timeout.total_seconds():g} s"
-
-    is_deadline: ClassVar[bool] = True
-    repeats: ClassVar[bool] = False
-
-    @property
-    def waits_outside_attempts(self) -> bool:
-        """A timeout never waits."""
-        return False
-
-    def will_repeat(self, request: httpx.Request) -> bool:
-        """Never: a timeout sends nothing twice."""
-        return False
 
     def _deadline(self, context: BuildContext, place: Placement) -> Deadline:
         return Deadline(
