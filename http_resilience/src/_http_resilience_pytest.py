@@ -221,18 +221,20 @@ def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     """Watch respx's httpx mocker while the test runs; warn after it."""
-    with _watching(item):
-        try:
-            yield
-        except BaseException as failure:
-            _report(item, failure)
-            raise
-    _report(item, None)
+    yield from _watched_and_reported(item)
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
     """Watch respx's httpx mocker while fixtures are torn down; warn after."""
+    yield from _watched_and_reported(item)
+
+
+def _watched_and_reported(item: pytest.Item) -> Iterator[None]:
+    """A phase's wrapper: watch respx's httpx mocker while it runs; warn after.
+
+    A failure of the phase carries the warning as a note, and stands.
+    """
     with _watching(item):
         try:
             yield

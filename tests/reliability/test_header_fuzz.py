@@ -47,14 +47,15 @@ from http_resilience import (
     correlation_id,
     resumable_bytes,
 )
+from http_resilience._core.call import Call
 from http_resilience._core.clock import utc_now
 from http_resilience._core.correlation import CORRELATION_EXTENSION
-from http_resilience._core.pipeline import Call, SyncSend
 from http_resilience._core.retry_after import (
     MAX_RETRY_AFTER,
     parse_http_date,
     parse_retry_after,
 )
+from http_resilience._core.send import SyncSend
 from http_resilience._strategies.retry.decision import RetryDecision
 from http_resilience._streams.download import Download
 from http_resilience._transports.correlation import (

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from http_resilience import ResiliencePipeline, ResilientTransport
-from http_resilience._core import pipeline
+from http_resilience._core import send
 
 URL = "http://attempts.invalid/items"
 
@@ -21,7 +21,7 @@ URL = "http://attempts.invalid/items"
 @pytest.fixture(params=["attribute by attribute", "generic"])
 def copy_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     if request.param == "generic":
-        monkeypatch.setattr(pipeline, "_PLAIN_REQUEST", False)
+        monkeypatch.setattr(send, "_PLAIN_REQUEST", False)
     return str(request.param)
 
 
@@ -65,7 +65,7 @@ def test_the_attempt_carries_the_callers_request_and_changes_none_of_it(
     assert attempt.stream is request.stream
     assert attempt.headers["x-caller"] == "yes"
     assert attempt.extensions["trace"] == "kept"
-    assert pipeline.LAYER_MARK in attempt.extensions
+    assert send.LAYER_MARK in attempt.extensions
     # What the transport wrote went into the attempt alone.
     assert "x-added-by-the-transport" not in request.headers
     assert set(request.extensions) == {"trace"}
@@ -89,4 +89,4 @@ def test_a_body_not_read_yet_stays_unread_in_the_copy(copy_mode: str) -> None:
 def test_the_attribute_copy_is_used_with_the_httpx_under_test() -> None:
     # Should httpx add a request attribute, the generic copy takes over and
     # this says so: the figures in docs/performance.md assume the other.
-    assert pipeline._PLAIN_REQUEST  # pyright: ignore[reportPrivateUsage]
+    assert send._PLAIN_REQUEST  # pyright: ignore[reportPrivateUsage]

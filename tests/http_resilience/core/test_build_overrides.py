@@ -14,13 +14,8 @@ from http_resilience._core.builder import (
     build_async,
     build_sync,
 )
-from http_resilience._core.pipeline import (
-    AsyncHandler,
-    AsyncSend,
-    Call,
-    SyncHandler,
-    SyncSend,
-)
+from http_resilience._core.call import AsyncHandler, Call, SyncHandler
+from http_resilience._core.send import AsyncSend, SyncSend
 from http_resilience._core.telemetry import Telemetry
 from http_resilience._strategies.breaker.strategy import AsyncBreaker, SyncBreaker
 from http_resilience._strategies.retry.strategy import AsyncRetry, SyncRetry

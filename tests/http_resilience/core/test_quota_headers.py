@@ -14,11 +14,10 @@ from hypothesis import strategies as st
 from http_resilience._core.quota_headers import (
     MAX_RESET,
     Quota,
-    SfItem,
     legacy_quota,
-    parse_list,
     standard_quota,
 )
+from http_resilience._core.structured_fields import SfItem, parse_list
 
 MANY = settings(max_examples=1_000, deadline=None)
 

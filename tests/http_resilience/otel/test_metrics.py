@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -15,6 +16,7 @@ from http_resilience import (
     HttpEventListener,
     RequestEvent,
     ResilientTransport,
+    RetryEvent,
 )
 from http_resilience.otel import HttpMetrics, outcome_class
 from http_resilience.testing import FakeClock
@@ -240,6 +242,24 @@ def test_an_unknown_method_is_counted_as_other() -> None:
             client.request("PURGE-ORDER-7", SECRET_URL)
         assert (
             otel.total("http_resilience.requests", {"http.request.method": "_OTHER"})
+            == 1
+        )
+
+
+def test_an_event_of_a_subclass_is_recorded_as_its_kind() -> None:
+    @dataclass(frozen=True, slots=True)
+    class MarkedRetry(RetryEvent):
+        mark: str = "x"
+
+    with recorded() as otel:
+        metrics_of(otel)(
+            MarkedRetry("orders", "GET", "http://api.example:80", 1, 0.5, "503")
+        )
+        assert (
+            otel.total(
+                "http_resilience.retries",
+                {**ORDERS, "http_resilience.retry.reason": "503"},
+            )
             == 1
         )
 

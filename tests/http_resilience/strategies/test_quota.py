@@ -21,7 +21,7 @@ from http_resilience import (
     RejectionEvent,
     RetryEvent,
 )
-from http_resilience._core.pipeline import Call
+from http_resilience._core.call import Call
 from http_resilience._pipelines.standard import standard_steps
 from http_resilience._strategies.quota.options import QuotaOptions
 from http_resilience._strategies.quota.strategy import SyncQuota

@@ -13,16 +13,18 @@ hold a span open around the call, with the events of its attempts inside it.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Protocol, TypeAlias, runtime_checkable
+from typing import Protocol, TypeAlias, TypeVar, runtime_checkable
 
 import httpx
 
+from http_resilience._core.call import AsyncHandler, Call, SyncHandler
 from http_resilience._core.classify import LOCAL_REFUSALS
 from http_resilience._core.events import RequestEvent
-from http_resilience._core.pipeline import AsyncHandler, Call, SyncHandler
 from http_resilience._core.telemetry import LOGGER, Telemetry
 
 __all__ = ["RequestEnd", "RequestObserver", "observe_async", "observe_sync"]
+
+H = TypeVar("H", AsyncHandler, SyncHandler)
 
 RequestEnd: TypeAlias = Callable[[RequestEvent], None]
 """Called once with the call's `RequestEvent` when the call ends."""
@@ -46,18 +48,26 @@ def observe_async(
     handler: AsyncHandler, telemetry: Telemetry, now: Callable[[], float]
 ) -> AsyncHandler:
     """`handler`, reporting each call's end when `telemetry` has listeners."""
-    if not telemetry.listeners:
-        return handler
-    return _ObservedAsync(handler, _Reporter(telemetry, now))
+    return _observed(handler, telemetry, now, _ObservedAsync)
 
 
 def observe_sync(
     handler: SyncHandler, telemetry: Telemetry, now: Callable[[], float]
 ) -> SyncHandler:
     """`observe_async` for a sync chain."""
+    return _observed(handler, telemetry, now, _ObservedSync)
+
+
+def _observed(
+    handler: H,
+    telemetry: Telemetry,
+    now: Callable[[], float],
+    wrap: Callable[[H, _Reporter], H],
+) -> H:
+    # With no listener, the chain runs as built: nothing to pay per call.
     if not telemetry.listeners:
         return handler
-    return _ObservedSync(handler, _Reporter(telemetry, now))
+    return wrap(handler, _Reporter(telemetry, now))
 
 
 def _observers(listeners: Sequence[object]) -> tuple[RequestObserver, ...]:

@@ -14,12 +14,6 @@ import httpx
 from http_resilience._streams.decision import StreamRetryContext
 from http_resilience._streams.download import check_client, download_and_decision
 from http_resilience._streams.options import StreamRetryOptions
-
-# tools/unasync.py writes resumable_sync.py from this module; the sync name is
-# re-exported here, where it has always been imported from.
-from http_resilience._streams.resumable_sync import (  # unasync: async-only
-    resumable_bytes_sync as resumable_bytes_sync,
-)
 from http_resilience._streams.retry import retry_stream
 
 __all__ = ["resumable_bytes"]

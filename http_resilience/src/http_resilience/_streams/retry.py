@@ -19,18 +19,6 @@ from http_resilience._streams.retry_support import (
     check_options,
     keep_suppressed,
 )
-from http_resilience._streams.retry_support import (  # unasync: async-only
-    suppressed_failure as suppressed_failure,
-)
-
-# tools/unasync.py writes retry_sync.py from this module; the sync names are
-# re-exported here, where they have always been imported from.
-from http_resilience._streams.retry_sync import (  # unasync: async-only
-    retry_stream_sync as retry_stream_sync,
-)
-from http_resilience._streams.retry_sync import (  # unasync: async-only
-    with_retry_sync as with_retry_sync,
-)
 
 __all__ = ["retry_stream", "with_retry"]
 
