@@ -30,7 +30,7 @@ from http_resilience import (
     create_client,
 )
 from http_resilience._core.builder import BuildContext, SyncStepOptions, build_sync
-from http_resilience._core.pipeline import SyncSend
+from http_resilience._core.send import SyncSend
 from http_resilience._core.telemetry import Telemetry
 from http_resilience.testing import FakeClock
 from tests.http_resilience.scripted import URL, Events, TrackedStream

@@ -13,7 +13,7 @@ from anyio.lowlevel import checkpoint
 
 from http_resilience import AttemptEvent, RetryEvent
 from http_resilience._core.clock import utc_now
-from http_resilience._core.pipeline import LAYER_MARK
+from http_resilience._core.send import LAYER_MARK
 from http_resilience.testing import FakeClock
 from tests.http_resilience.scripted import (
     URL,

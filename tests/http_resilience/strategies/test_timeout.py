@@ -21,7 +21,7 @@ from http_resilience import (
     TimeoutEvent,
     TotalTimeoutError,
 )
-from http_resilience._core.pipeline import Call
+from http_resilience._core.call import Call
 from http_resilience._core.telemetry import Telemetry
 from http_resilience._strategies.timeout.deadline import Deadline
 from http_resilience._strategies.timeout.strategy import (

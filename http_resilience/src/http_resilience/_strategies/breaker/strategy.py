@@ -12,12 +12,13 @@ from typing import TYPE_CHECKING, Final
 
 import httpx
 
+from http_resilience._core.call import Call, SyncHandler
 from http_resilience._core.classify import failure_table, is_classified_failure
 from http_resilience._core.clock import Clock, reader
+from http_resilience._core.drive import AsyncDriver, SyncDriver
 from http_resilience._core.errors import BrokenCircuitError
 from http_resilience._core.events import BreakerState
 from http_resilience._core.host_registry import SHARED_HOST
-from http_resilience._core.pipeline import AsyncHandler, Call, SyncHandler
 from http_resilience._core.telemetry import Telemetry
 from http_resilience._strategies.breaker.control import ManualState
 from http_resilience._strategies.breaker.registry import HostRegistry, HostTransition
@@ -32,7 +33,7 @@ from http_resilience._strategies.breaker.state import (
 if TYPE_CHECKING:
     from http_resilience._strategies.breaker.options import BreakerOptions
 
-__all__ = ["AsyncBreaker", "BreakerStrategy", "SyncBreaker"]
+__all__ = ["AsyncBreaker", "BreakerStrategy", "SyncBreaker", "ThreadedBreakers"]
 
 
 def _both(first: HostTransition, second: HostTransition) -> HostTransition:
@@ -166,6 +167,19 @@ class BreakerStrategy:
             )
         return ticket
 
+    def admit(self, breaker: CircuitBreaker, call: Call) -> Ticket:
+        """`acquire`, but `PASS` at once while `breaker` is closed.
+
+        Closed, the breaker lets every attempt through: no need to read time,
+        unless an operator has a say (`manual`).
+
+        Raises:
+            BrokenCircuitError: As `acquire`.
+        """
+        if breaker.closed and not self.manual.pending:
+            return PASS
+        return self.acquire(breaker, call)
+
     def _obey(self, call: Call) -> bool:
         """Carry out the resets waiting; whether the call's host is isolated."""
         manual = self.manual
@@ -219,15 +233,10 @@ class BreakerStrategy:
         )
 
 
-class AsyncBreaker:
+class AsyncBreaker(AsyncDriver[BreakerStrategy]):
     """`BreakerStrategy` on an event loop: no lock, one loop at a time."""
 
-    __slots__ = ("_manual", "_next", "strategy")
-
-    def __init__(self, next: AsyncHandler, strategy: BreakerStrategy) -> None:
-        self._next = next
-        self.strategy = strategy
-        self._manual = strategy.manual
+    __slots__ = ()
 
     def breakers(self) -> list[tuple[str, CircuitBreaker]]:
         """`BreakerStrategy.breakers`."""
@@ -237,13 +246,7 @@ class AsyncBreaker:
         """Ask the breaker, send one attempt, tell the breaker how it went."""
         strategy = self.strategy
         breaker = strategy.breaker(call.host)
-        # Closed, the breaker lets every attempt through: no need to read time,
-        # unless an operator has a say.
-        ticket = (
-            PASS
-            if breaker.closed and not self._manual.pending
-            else strategy.acquire(breaker, call)
-        )
+        ticket = strategy.admit(breaker, call)
         try:
             response = await self._next.handle(request, call)
         except BaseException as exc:
@@ -253,74 +256,46 @@ class AsyncBreaker:
         return response
 
 
-class SyncBreaker:
+class SyncBreaker(SyncDriver[BreakerStrategy]):
     """`BreakerStrategy` for threads: the breakers behind one lock, taken once.
 
     A closed breaker lets every attempt through, so the breaker a thread last
-    saw for a host is read without the lock and without the clock (`_seen`,
-    bounded, written under the lock); only a host not seen yet, or a breaker
-    that is not closed, takes the lock before the attempt, where the probe is
-    chosen. The outcome is told under the lock. A breaker that opens as a
-    thread reads it closed lets that attempt through, as if it had asked just
-    before: its outcome is ignored (`CircuitBreaker.record`), and exactly one
-    probe still goes once the break is over.
-
-    The registry's recency matters only when a new host arrives (it drops the
-    least recently used closed breaker then), so a host read without the lock
-    is marked recently used again once after each arrival (`_arrivals`), not
-    on every call.
+    saw for a host is read without the lock and without the clock
+    (`ThreadedBreakers`); only a host not seen yet, or a breaker that is not
+    closed, takes the lock before the attempt, where the probe is chosen. The
+    outcome is told under the lock. A breaker that opens as a thread reads it
+    closed lets that attempt through, as if it had asked just before: its
+    outcome is ignored (`CircuitBreaker.record`), and exactly one probe still
+    goes once the break is over.
     """
 
-    __slots__ = (
-        "_arrivals",
-        "_bound",
-        "_classified",
-        "_failed",
-        "_lock",
-        "_manual",
-        "_next",
-        "_now",
-        "_seen",
-        "strategy",
-    )
+    __slots__ = ("_classified", "_failed", "_now", "threads")
 
     def __init__(self, next: SyncHandler, strategy: BreakerStrategy) -> None:
-        self._next = next
-        self.strategy = strategy
+        super().__init__(next, strategy)
+        self.threads = ThreadedBreakers(strategy)
         self._now = strategy.now
-        self._lock = threading.Lock()
-        self._seen: dict[str, tuple[CircuitBreaker, int]] = {}
-        self._arrivals = 0
-        self._bound = strategy.maximum_hosts
         self._failed = strategy.failed
         self._classified = strategy.options.should_break is not None
-        self._manual = strategy.manual
 
     def breakers(self) -> list[tuple[str, CircuitBreaker]]:
         """`BreakerStrategy.breakers`, read under the lock."""
-        with self._lock:
-            return self.strategy.breakers()
+        return self.threads.breakers()
 
     def handle_sync(self, request: httpx.Request, call: Call) -> httpx.Response:
         """Ask the breaker, send one attempt, tell the breaker how it went."""
-        strategy = self.strategy
-        host = call.host
-        manual = self._manual
-        breaker, seen = self._seen.get(host, _UNSEEN)
-        if breaker is None or not breaker.closed or manual.pending:
-            with self._lock:
-                breaker, seen = self._see(host)
-                ticket = (
-                    PASS
-                    if breaker.closed and not manual.pending
-                    else strategy.acquire(breaker, call)
-                )
+        strategy, threads, host = self.strategy, self.threads, call.host
+        breaker, seen = threads.seen.get(host, _UNSEEN)
+        if breaker is None or not breaker.closed or strategy.manual.pending:
+            with threads.lock:
+                breaker, seen = threads.see(host)
+                ticket = strategy.admit(breaker, call)
         else:
             ticket = PASS
         try:
             response = self._next.handle_sync(request, call)
         except BaseException as exc:
-            with self._lock:
+            with threads.lock:
                 strategy.raised(breaker, ticket, exc)
             raise
         # `strategy.answered`, written out, with what needs no lock outside it:
@@ -328,17 +303,41 @@ class SyncBreaker:
         failed = self._failed[response.status_code]
         if self._classified:
             failed = strategy.is_failure(response)
-        now = self._now()
-        with self._lock:
-            if seen != self._arrivals:
-                self._see(host)
-            breaker.record(ticket, failed, now)
+        threads.record(host, seen, breaker, ticket, failed, self._now())
         return response
 
-    def _see(self, host: str) -> tuple[CircuitBreaker, int]:
+
+class ThreadedBreakers:
+    """A `BreakerStrategy`'s breakers for threads: one lock, and the last seen.
+
+    `seen` holds, per host, the breaker a thread last saw and the arrivals
+    counted then; it is read without the lock, written under it, and bounded.
+    The registry's recency matters only when a new host arrives (it drops the
+    least recently used closed breaker then), so a host read without the lock
+    is marked recently used again once after each arrival, not on every call.
+
+    Args:
+        strategy: The breakers' strategy.
+    """
+
+    __slots__ = ("_arrivals", "_bound", "_strategy", "lock", "seen")
+
+    def __init__(self, strategy: BreakerStrategy) -> None:
+        self._strategy = strategy
+        self.lock = threading.Lock()
+        self.seen: dict[str, tuple[CircuitBreaker, int]] = {}
+        self._arrivals = 0
+        self._bound = strategy.maximum_hosts
+
+    def breakers(self) -> list[tuple[str, CircuitBreaker]]:
+        """`BreakerStrategy.breakers`, read under the lock."""
+        with self.lock:
+            return self._strategy.breakers()
+
+    def see(self, host: str) -> tuple[CircuitBreaker, int]:
         """The host's breaker, marked recently used and remembered; under the lock."""
-        breaker = self.strategy.breaker(host)
-        seen = self._seen
+        breaker = self._strategy.breaker(host)
+        seen = self.seen
         found = seen.get(host)
         if found is None or found[0] is not breaker:
             # A host new to the registry, or back in it: an arrival.
@@ -346,9 +345,28 @@ class SyncBreaker:
             if len(seen) >= self._bound:
                 # Hosts the registry may have dropped: forget them all, and
                 # let the hosts in use take the lock once to come back.
-                self._seen = seen = {}
+                self.seen = seen = {}
         entry = seen[host] = (breaker, self._arrivals)
         return entry
+
+    def record(
+        self,
+        host: str,
+        seen: int,
+        breaker: CircuitBreaker,
+        ticket: Ticket,
+        failed: bool,
+        now: float,
+    ) -> None:
+        """Tell `breaker` how an attempt went, under the lock.
+
+        `seen` is the arrivals counted when the thread read the host's breaker:
+        after an arrival since, the host is marked recently used again.
+        """
+        with self.lock:
+            if seen != self._arrivals:
+                self.see(host)
+            breaker.record(ticket, failed, now)
 
 
 _UNSEEN: Final[tuple[None, int]] = (None, -1)

@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING
 
 import httpx
 
+from http_resilience._core.call import Call
 from http_resilience._core.clock import Clock, reader
-from http_resilience._core.pipeline import AsyncHandler, Call, SyncHandler
+from http_resilience._core.drive import AsyncDriver, SyncDriver
 from http_resilience._strategies.budget.budget import (
     BudgetRegistry,
     MakeBudget,
@@ -76,14 +77,10 @@ class BudgetStrategy:
         return self._registry
 
 
-class AsyncRetryBudget:
+class AsyncRetryBudget(AsyncDriver[BudgetStrategy]):
     """Counts the call's first attempt and hands its host's budget inward."""
 
-    __slots__ = ("_next", "strategy")
-
-    def __init__(self, next: AsyncHandler, strategy: BudgetStrategy) -> None:
-        self._next = next
-        self.strategy = strategy
+    __slots__ = ()
 
     async def handle(self, request: httpx.Request, call: Call) -> httpx.Response:
         """Deposit the first attempt, then run the inside with the budget."""
@@ -93,14 +90,10 @@ class AsyncRetryBudget:
         return await self._next.handle(request, call)
 
 
-class SyncRetryBudget:
+class SyncRetryBudget(SyncDriver[BudgetStrategy]):
     """`AsyncRetryBudget` for the sync chain."""
 
-    __slots__ = ("_next", "strategy")
-
-    def __init__(self, next: SyncHandler, strategy: BudgetStrategy) -> None:
-        self._next = next
-        self.strategy = strategy
+    __slots__ = ()
 
     def handle_sync(self, request: httpx.Request, call: Call) -> httpx.Response:
         """Deposit the first attempt, then run the inside with the budget."""

@@ -17,8 +17,9 @@ import anyio
 import httpx
 
 from http_resilience._core.backend import asyncio_loop
+from http_resilience._core.call import AsyncHandler, Call, SyncHandler
+from http_resilience._core.drive import AsyncDriver, SyncDriver
 from http_resilience._core.errors import RateLimitedError
-from http_resilience._core.pipeline import AsyncHandler, Call, SyncHandler
 from http_resilience._core.telemetry import Telemetry
 from http_resilience._strategies.concurrency.limit import (
     GRANTED,
@@ -55,16 +56,13 @@ class _Handoff:
         self.event.set()
 
 
-class AsyncConcurrencyLimiter:
-    """`ConcurrencyLimit` for coroutines on one event loop (asyncio or trio)."""
+class _Permits:
+    """What both limiters hold: the counts of one `ConcurrencyLimit`."""
 
-    __slots__ = ("_limit", "_waiters", "try_enter")
+    __slots__ = ("_limit",)
 
     def __init__(self, *, permits: int, queue_limit: int) -> None:
         self._limit = ConcurrencyLimit(permits=permits, queue_limit=queue_limit)
-        self._waiters: deque[asyncio.Future[None] | _Handoff] = deque()
-        self.try_enter: Callable[[], Entry] = self._limit.enter
-        """`GRANTED` or `REFUSED` at once, or `QUEUED`: then await `wait`."""
 
     @property
     def in_use(self) -> int:
@@ -75,6 +73,18 @@ class AsyncConcurrencyLimiter:
     def counts(self) -> ConcurrencyLimit:
         """The counts, to read: permits, in use, queued, the queue's limit."""
         return self._limit
+
+
+class AsyncConcurrencyLimiter(_Permits):
+    """`ConcurrencyLimit` for coroutines on one event loop (asyncio or trio)."""
+
+    __slots__ = ("_waiters", "try_enter")
+
+    def __init__(self, *, permits: int, queue_limit: int) -> None:
+        super().__init__(permits=permits, queue_limit=queue_limit)
+        self._waiters: deque[asyncio.Future[None] | _Handoff] = deque()
+        self.try_enter: Callable[[], Entry] = self._limit.enter
+        """`GRANTED` or `REFUSED` at once, or `QUEUED`: then await `wait`."""
 
     async def wait(self) -> None:
         """Wait, after `QUEUED`, until a permit is handed over; cancellable."""
@@ -125,25 +135,15 @@ class AsyncConcurrencyLimiter:
             waiters.popleft().set_result(None)
 
 
-class ConcurrencyLimiter:
+class ConcurrencyLimiter(_Permits):
     """`ConcurrencyLimit` for threads; each queued thread waits on its own event."""
 
-    __slots__ = ("_limit", "_lock", "_waiters")
+    __slots__ = ("_lock", "_waiters")
 
     def __init__(self, *, permits: int, queue_limit: int) -> None:
-        self._limit = ConcurrencyLimit(permits=permits, queue_limit=queue_limit)
+        super().__init__(permits=permits, queue_limit=queue_limit)
         self._lock = threading.Lock()
         self._waiters: deque[threading.Event] = deque()
-
-    @property
-    def in_use(self) -> int:
-        """Permits held."""
-        return self._limit.in_use
-
-    @property
-    def counts(self) -> ConcurrencyLimit:
-        """The counts, to read: permits, in use, queued, the queue's limit."""
-        return self._limit
 
     def enter(self) -> bool:
         """Take a permit, waiting in the queue if need be; False when refused."""
@@ -190,10 +190,10 @@ class LimiterStrategy:
         )
 
 
-class AsyncLimiter:
+class AsyncLimiter(AsyncDriver[LimiterStrategy]):
     """The limiter on an event loop: a queued request awaits its permit."""
 
-    __slots__ = ("_next", "_strategy", "limiter")
+    __slots__ = ("limiter",)
 
     def __init__(
         self,
@@ -201,9 +201,8 @@ class AsyncLimiter:
         limiter: AsyncConcurrencyLimiter,
         strategy: LimiterStrategy,
     ) -> None:
-        self._next = next
+        super().__init__(next, strategy)
         self.limiter = limiter
-        self._strategy = strategy
 
     async def handle(self, request: httpx.Request, call: Call) -> httpx.Response:
         """Take a permit (maybe after queueing), run the inside, give it back."""
@@ -211,7 +210,7 @@ class AsyncLimiter:
         entry = limiter.try_enter()
         if entry is not GRANTED:
             if entry is not QUEUED:
-                raise self._strategy.refused(call)
+                raise self.strategy.refused(call)
             await limiter.wait()
         try:
             return await self._next.handle(request, call)
@@ -219,23 +218,22 @@ class AsyncLimiter:
             limiter.leave()
 
 
-class SyncLimiter:
+class SyncLimiter(SyncDriver[LimiterStrategy]):
     """The limiter for threads: a queued request blocks until its permit."""
 
-    __slots__ = ("_next", "_strategy", "limiter")
+    __slots__ = ("limiter",)
 
     def __init__(
         self, next: SyncHandler, limiter: ConcurrencyLimiter, strategy: LimiterStrategy
     ) -> None:
-        self._next = next
+        super().__init__(next, strategy)
         self.limiter = limiter
-        self._strategy = strategy
 
     def handle_sync(self, request: httpx.Request, call: Call) -> httpx.Response:
         """Take a permit (maybe after queueing), run the inside, give it back."""
         limiter = self.limiter
         if not limiter.enter():
-            raise self._strategy.refused(call)
+            raise self.strategy.refused(call)
         try:
             return self._next.handle_sync(request, call)
         finally:

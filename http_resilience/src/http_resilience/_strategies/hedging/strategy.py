@@ -12,6 +12,7 @@ import anyio
 import httpx
 
 from http_resilience._core.backend import asyncio_loop
+from http_resilience._core.call import AsyncHandler, Call, charged
 from http_resilience._core.classify import (
     FAILURE_EXCEPTIONS,
     SELF_CAUSED_EXCEPTIONS,
@@ -22,7 +23,7 @@ from http_resilience._core.classify import (
 from http_resilience._core.clock import Clock
 from http_resilience._core.errors import TotalTimeoutError
 from http_resilience._core.nested import RETRY_EXHAUSTED_HEADER
-from http_resilience._core.pipeline import AsyncHandler, Call, charged, close_quietly
+from http_resilience._core.send import close_quietly
 from http_resilience._core.telemetry import Telemetry
 from http_resilience._strategies.hedging.decision import REFUSALS, is_hedged
 from http_resilience._strategies.hedging.tasks import (

@@ -26,11 +26,13 @@ from typing import TYPE_CHECKING, Final
 
 import httpx
 
+from http_resilience._core.call import Call
 from http_resilience._core.clock import Clock, reader, utc_now
+from http_resilience._core.drive import AsyncDriver, SyncDriver
 from http_resilience._core.errors import RateLimitedError
-from http_resilience._core.pipeline import AsyncHandler, Call, SyncHandler
 from http_resilience._core.quota_headers import Quota, legacy_quota, standard_quota
 from http_resilience._core.raw_headers import KEEPS_TRIPLES, LOWER_KEY, triples
+from http_resilience._core.refusal import rate_limited
 from http_resilience._core.retry_after import parse_retry_after
 from http_resilience._core.telemetry import Telemetry
 from http_resilience._strategies.quota.book import QuotaBook, is_spent, spent_for
@@ -63,6 +65,7 @@ class QuotaStrategy:
         "_reserve",
         "_telemetry",
         "_wall",
+        "refused",
     )
 
     def __init__(
@@ -79,6 +82,8 @@ class QuotaStrategy:
         )
         self._names = frozenset({_POLICY, _RATELIMIT, *self._legacy})
         self._book = QuotaBook(options.maximum_hosts)
+        self.refused: Mapping[str, float] = self._book.refused
+        """The hosts refused right now, and until when: to look up without a call."""
         self._now = reader(clock)
         self._telemetry = telemetry
         self._wall = wall_clock
@@ -87,11 +92,6 @@ class QuotaStrategy:
     def book(self) -> QuotaBook:
         """The hosts refused right now."""
         return self._book
-
-    @property
-    def refused(self) -> Mapping[str, float]:
-        """The hosts refused right now, and until when: to look up without a call."""
-        return self._book.refused
 
     def check(self, call: Call) -> None:
         """Raise `RateLimitedError` if the call's host is refused right now."""
@@ -102,13 +102,15 @@ class QuotaStrategy:
         if left <= 0:
             self._book.lift(call.host)
             return
-        self._telemetry.rejection(call.method, call.host, "quota")
-        raise RateLimitedError(
-            f"{call.where()}: refused, the host's published quota is spent; "
-            f"it resets in {left:.3g} s",
-            retry_after=left,
-            reason="quota",
-        )
+        spent = "the host's published quota is spent"
+        raise self.refusal(call, spent, "it resets in", left)
+
+    def refusal(self, call: Call, why: str, when: str, wait: float) -> RateLimitedError:
+        """Report the refusal of `call` (reason ``"quota"``); the error to raise.
+
+        Its message ends ``"<why>; <when> <wait> s"``; ``retry_after`` is `wait`.
+        """
+        return rate_limited(self._telemetry, call, "quota", why, when, wait)
 
     def read(self, call: Call, response: httpx.Response) -> None:
         """Read the quota `response` publishes for the call's host."""
@@ -186,20 +188,15 @@ class QuotaStrategy:
         return values
 
 
-class AsyncQuota:
+class AsyncQuota(AsyncDriver[QuotaStrategy]):
     """`QuotaStrategy` on an event loop."""
 
-    __slots__ = ("_next", "_refused", "strategy")
-
-    def __init__(self, next: AsyncHandler, strategy: QuotaStrategy) -> None:
-        self._next = next
-        self.strategy = strategy
-        self._refused = strategy.refused
+    __slots__ = ()
 
     async def handle(self, request: httpx.Request, call: Call) -> httpx.Response:
         """Refuse a host whose quota is spent; read the quota of each answer."""
         strategy = self.strategy
-        if call.host in self._refused:  # rare: look before the call
+        if call.host in strategy.refused:  # rare: look before the call
             strategy.check(call)
         response = await self._next.handle(request, call)
         # `read`, unrolled: most answers publish nothing, one call less each.
@@ -209,20 +206,15 @@ class AsyncQuota:
         return response
 
 
-class SyncQuota:
+class SyncQuota(SyncDriver[QuotaStrategy]):
     """`AsyncQuota` for the sync chain."""
 
-    __slots__ = ("_next", "_refused", "strategy")
-
-    def __init__(self, next: SyncHandler, strategy: QuotaStrategy) -> None:
-        self._next = next
-        self.strategy = strategy
-        self._refused = strategy.refused
+    __slots__ = ()
 
     def handle_sync(self, request: httpx.Request, call: Call) -> httpx.Response:
         """Refuse a host whose quota is spent; read the quota of each answer."""
         strategy = self.strategy
-        if call.host in self._refused:  # rare: look before the call
+        if call.host in strategy.refused:  # rare: look before the call
             strategy.check(call)
         response = self._next.handle_sync(request, call)
         # `read`, unrolled: most answers publish nothing, one call less each.

@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING
 
 import httpx
 
+from http_resilience._core.call import Call
 from http_resilience._core.clock import Clock, reader
-from http_resilience._core.errors import RateLimitedError
-from http_resilience._core.pipeline import AsyncHandler, Call, SyncHandler
+from http_resilience._core.drive import AsyncDriver, SyncDriver
+from http_resilience._core.refusal import rate_limited
 from http_resilience._core.telemetry import Telemetry
 from http_resilience._strategies.rate_limit.bucket import REFUSED, TokenBucket
 
@@ -99,25 +100,21 @@ class RateLimiterStrategy:
         now = self.now()
         wait = bucket.take(now, call.deadline - now)
         if wait == REFUSED:
-            after = bucket.next_permit(now)
-            self._telemetry.rejection(call.method, call.host, "rate_limit")
-            raise RateLimitedError(
-                f"{call.where()}: refused, the rate limit is reached; "
-                f"the next permit in {after:.3g} s",
-                retry_after=after,
-                reason="rate_limit",
+            raise rate_limited(
+                self._telemetry,
+                call,
+                "rate_limit",
+                "the rate limit is reached",
+                "the next permit in",
+                bucket.next_permit(now),
             )
         return bucket, wait
 
 
-class AsyncRateLimiter:
+class AsyncRateLimiter(AsyncDriver[RateLimiterStrategy]):
     """`RateLimiterStrategy` on an event loop: a reserved permit is awaited."""
 
-    __slots__ = ("_next", "strategy")
-
-    def __init__(self, next: AsyncHandler, strategy: RateLimiterStrategy) -> None:
-        self._next = next
-        self.strategy = strategy
+    __slots__ = ()
 
     async def handle(self, request: httpx.Request, call: Call) -> httpx.Response:
         """Take a permit, waiting for a reserved one, then run the inside."""
@@ -132,14 +129,10 @@ class AsyncRateLimiter:
         return await self._next.handle(request, call)
 
 
-class SyncRateLimiter:
+class SyncRateLimiter(SyncDriver[RateLimiterStrategy]):
     """`RateLimiterStrategy` for threads: a reserved permit is waited for, blocking."""
 
-    __slots__ = ("_next", "strategy")
-
-    def __init__(self, next: SyncHandler, strategy: RateLimiterStrategy) -> None:
-        self._next = next
-        self.strategy = strategy
+    __slots__ = ()
 
     def handle_sync(self, request: httpx.Request, call: Call) -> httpx.Response:
         """Take a permit, waiting for a reserved one, then run the inside."""

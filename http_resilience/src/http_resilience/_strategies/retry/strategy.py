@@ -10,6 +10,7 @@ from typing import Final
 
 import httpx
 
+from http_resilience._core.call import Call, charged
 from http_resilience._core.classify import (
     DEFAULT_FAILURE_STATUSES,
     LOCAL_REFUSALS,
@@ -19,20 +20,14 @@ from http_resilience._core.classify import (
     mark_final,
 )
 from http_resilience._core.clock import Clock
+from http_resilience._core.drive import AsyncDriver, SyncDriver
 from http_resilience._core.errors import BrokenCircuitError, RateLimitedError
 from http_resilience._core.nested import (
     RETRY_EXHAUSTED_HEADER,
     NestedRetries,
     caller_attempt,
 )
-from http_resilience._core.pipeline import (
-    AsyncHandler,
-    Call,
-    SyncHandler,
-    charged,
-    close_quietly,
-    close_quietly_sync,
-)
+from http_resilience._core.send import close_quietly, close_quietly_sync
 from http_resilience._core.telemetry import Telemetry, correlation_of
 from http_resilience._primitives.testing_mode import testing_wait
 from http_resilience._strategies.retry.decision import RetryDecision
@@ -154,6 +149,27 @@ class RetryStrategy:
         )
         return delay
 
+    def after_raise(
+        self,
+        request: httpx.Request,
+        body: object,
+        call: Call,
+        exc: Exception,
+        attempt: int,
+        started: float,
+    ) -> float | None:
+        """After attempt `attempt` raised: the wait before the next, or None to raise.
+
+        A refusal in this process (`LOCAL_REFUSALS`) refunds the retry it was
+        charged for and is waited for only as `after_refusal` says; any other
+        exception is decided by `after_error`.
+        """
+        if isinstance(exc, LOCAL_REFUSALS):
+            if attempt > 1:
+                self.refused(call)
+            return self.after_refusal(request, body, call, exc)
+        return self.after_error(request, body, call, exc, started)
+
     def after_error(
         self,
         request: httpx.Request,
@@ -238,30 +254,20 @@ class RetryStrategy:
         )
 
 
-class AsyncRetry:
+class AsyncRetry(AsyncDriver[RetryStrategy]):
     """`RetryStrategy`'s loop on an event loop."""
 
-    __slots__ = ("_next", "_strategy")
-
-    def __init__(self, next: AsyncHandler, strategy: RetryStrategy) -> None:
-        self._next = next
-        self._strategy = strategy
+    __slots__ = ()
 
     async def handle(self, request: httpx.Request, call: Call) -> httpx.Response:
         """Send `request`, again after each failure while allowed."""
-        strategy, body, attempt = self._strategy, request.stream, 1
+        strategy, body, attempt = self.strategy, request.stream, 1
         while True:
             started = strategy.started(call, attempt)
             try:
                 response = await self._next.handle(request, call)
-            except LOCAL_REFUSALS as exc:
-                if attempt > 1:
-                    strategy.refused(call)
-                delay = strategy.after_refusal(request, body, call, exc)
-                if delay is None:
-                    raise
             except Exception as exc:
-                delay = strategy.after_error(request, body, call, exc, started)
+                delay = strategy.after_raise(request, body, call, exc, attempt, started)
                 if delay is None:
                     raise
             else:
@@ -273,30 +279,20 @@ class AsyncRetry:
             attempt += 1
 
 
-class SyncRetry:
+class SyncRetry(SyncDriver[RetryStrategy]):
     """`RetryStrategy`'s loop, blocking."""
 
-    __slots__ = ("_next", "_strategy")
-
-    def __init__(self, next: SyncHandler, strategy: RetryStrategy) -> None:
-        self._next = next
-        self._strategy = strategy
+    __slots__ = ()
 
     def handle_sync(self, request: httpx.Request, call: Call) -> httpx.Response:
         """Send `request`, again after each failure while allowed."""
-        strategy, body, attempt = self._strategy, request.stream, 1
+        strategy, body, attempt = self.strategy, request.stream, 1
         while True:
             started = strategy.started(call, attempt)
             try:
                 response = self._next.handle_sync(request, call)
-            except LOCAL_REFUSALS as exc:
-                if attempt > 1:
-                    strategy.refused(call)
-                delay = strategy.after_refusal(request, body, call, exc)
-                if delay is None:
-                    raise
             except Exception as exc:
-                delay = strategy.after_error(request, body, call, exc, started)
+                delay = strategy.after_raise(request, body, call, exc, attempt, started)
                 if delay is None:
                     raise
             else:

@@ -11,6 +11,7 @@ from typing import Final
 
 import httpx
 
+from http_resilience._core.call import Call, DeadlineKind
 from http_resilience._core.classify import mark_final
 from http_resilience._core.clock import (
     Clock,
@@ -24,7 +25,6 @@ from http_resilience._core.errors import (
     ResilienceError,
     TotalTimeoutError,
 )
-from http_resilience._core.pipeline import Call, DeadlineKind
 from http_resilience._core.telemetry import Telemetry
 
 __all__ = ["Deadline"]
@@ -198,6 +198,26 @@ class Deadline:
             f"within the {kind} timeout of {span:g} s; the request was not sent",
             reason="concurrency_limit",
         )
+
+    def expired_within(
+        self,
+        call: Call,
+        outer: tuple[float, DeadlineKind, float],
+        by_around: bool,
+        spent: float | None = None,
+    ) -> ResilienceError:
+        """`expired`, naming the deadline around this one if that one cut short.
+
+        Args:
+            call: The call, its deadline narrowed to this timeout's.
+            outer: The call's deadline around this timeout, its kind, its span:
+                the call's again when `by_around`, so the error names it.
+            by_around: Whether the deadline around this one ended the stretch.
+            spent: As for `expired`.
+        """
+        if by_around:
+            call.deadline, call.deadline_kind, call.deadline_span = outer
+        return self.expired(call, spent)
 
     def expired(self, call: Call, spent: float | None = None) -> ResilienceError:
         """Report the deadline passing; the error to raise.

@@ -15,21 +15,15 @@ import anyio
 import httpx
 
 from http_resilience._core.backend import asyncio_loop
+from http_resilience._core.call import AsyncHandler, Call, DeadlineKind, SyncHandler
 from http_resilience._core.clock import (
     ATTEMPT_DEADLINE,
     AttemptDeadline,
     real_time,
 )
-from http_resilience._core.errors import RateLimitedError
-from http_resilience._core.pipeline import (
-    AsyncHandler,
-    Call,
-    DeadlineKind,
-    SyncHandler,
-    close_quietly,
-    close_quietly_sync,
-)
+from http_resilience._core.errors import RateLimitedError, ResilienceError
 from http_resilience._core.pool import PoolWait
+from http_resilience._core.send import close_quietly, close_quietly_sync
 from http_resilience._strategies.timeout.deadline import Deadline
 from http_resilience._strategies.timeout.timer import Cut, DeadlineTimer, ScopeWait
 
@@ -137,18 +131,15 @@ class AsyncTimeout:
                         raise  # cancelled from outside as well: that wins
                     if cut.queued:
                         raise self._refused(call, deadline, kind, span) from None
-                    if cut.by_around and rule.moves(deadline):
-                        call.deadline, call.deadline_kind = deadline, kind
-                        call.deadline_span = span
-                    raise rule.expired(call, loop.time() - start) from (
-                        None if cancelled else exc
-                    )
-                if rule.own_time and isinstance(exc, httpx.PoolTimeout):
-                    raise self._refused(call, deadline, kind, span) from exc
-                spent = loop.time() - start
-                if rule.timed_out(exc, False, call, spent, left):
-                    raise rule.expired(call, spent) from exc
-                raise
+                    around_cut = cut.by_around and rule.moves(deadline)
+                    raise rule.expired_within(
+                        call, (deadline, kind, span), around_cut, loop.time() - start
+                    ) from (None if cancelled else exc)
+                outer = (deadline, kind, span)
+                error = self._error_for(exc, call, outer, loop.time() - start, left)
+                if error is None:
+                    raise
+                raise error from exc
             cut.finish()
             if cut.fired:
                 # The inner code swallowed the cancellation and answered late.
@@ -157,10 +148,10 @@ class AsyncTimeout:
                 rule.check_after and rule.late_after(call, wait.waited(start), deadline)
             ):
                 await close_quietly(response)
-                if cut.by_around and rule.moves(deadline):
-                    call.deadline, call.deadline_kind = deadline, kind
-                    call.deadline_span = span
-                raise rule.expired(call, loop.time() - start)
+                around_cut = cut.by_around and rule.moves(deadline)
+                raise rule.expired_within(
+                    call, (deadline, kind, span), around_cut, loop.time() - start
+                )
             return response
         finally:
             call.deadline, call.deadline_kind, call.deadline_span = deadline, kind, span
@@ -183,7 +174,7 @@ class AsyncTimeout:
             left: The seconds this timeout leaves the inside.
         """
         rule = self._deadline
-        deadline, kind, span = outer
+        deadline = outer[0]
         start = anyio.current_time()
         around = start + left
         if rule.kind == "attempt":
@@ -200,12 +191,12 @@ class AsyncTimeout:
             if scope.cancel_called:
                 # The cut came, and the inside raised something else for it.
                 self._cut_anyio(call, wait, outer, exc)
-            if rule.own_time and isinstance(exc, httpx.PoolTimeout):
-                raise self._refused(call, deadline, kind, span) from exc
-            spent = anyio.current_time() - start
-            if rule.timed_out(exc, False, call, spent, left):
-                raise rule.expired(call, spent) from exc
-            raise
+            error = self._error_for(
+                exc, call, outer, anyio.current_time() - start, left
+            )
+            if error is None:
+                raise
+            raise error from exc
         if response is None:  # the cut: the scope caught its cancellation
             self._cut_anyio(call, wait, outer, None)
         if scope.cancel_called or (
@@ -214,10 +205,10 @@ class AsyncTimeout:
             # Late: the inside swallowed the cut and answered, or the clock
             # (not the system's) passed the deadline.
             await close_quietly(response)
-            if wait.by_around and rule.moves(deadline):
-                call.deadline, call.deadline_kind = deadline, kind
-                call.deadline_span = span
-            raise rule.expired(call, anyio.current_time() - start)
+            around_cut = wait.by_around and rule.moves(deadline)
+            raise rule.expired_within(
+                call, outer, around_cut, anyio.current_time() - start
+            )
         return response
 
     def _cut_anyio(
@@ -232,10 +223,28 @@ class AsyncTimeout:
         deadline, kind, span = outer
         if wait.queued or wait.cut_queued:
             raise self._refused(call, deadline, kind, span) from None
-        if wait.by_around and rule.moves(deadline):
-            call.deadline, call.deadline_kind = deadline, kind
-            call.deadline_span = span
-        raise rule.expired(call) from exc
+        around_cut = wait.by_around and rule.moves(deadline)
+        raise rule.expired_within(call, outer, around_cut) from exc
+
+    def _error_for(
+        self,
+        exc: BaseException,
+        call: Call,
+        outer: tuple[float, DeadlineKind, float],
+        spent: float,
+        left: float,
+    ) -> ResilienceError | None:
+        """What the inside raising `exc` (not for the cut) means; None: `exc`.
+
+        The pool's refusal, when this timeout bounds the wait for a slot of the
+        client's own pool; a timeout, when `Deadline.timed_out` says so.
+        """
+        rule = self._deadline
+        if rule.own_time and isinstance(exc, httpx.PoolTimeout):
+            return self._refused(call, *outer)
+        if rule.timed_out(exc, False, call, spent, left):
+            return rule.expired(call, spent)
+        return None
 
     def _refused(
         self, call: Call, around: float, kind: DeadlineKind, span: float
@@ -289,14 +298,7 @@ class SyncTimeout:
             around = when + (deadline - call.deadline) if moves else math.inf
             queue_end = around if around != math.inf else when
             held = ATTEMPT_DEADLINE
-            outer = (
-                held.when,
-                held.span,
-                held.bound,
-                held.queue_end,
-                held.left_at,
-                held.queued_out,
-            )
+            outer = _held(held)
             if outer[0] is not None:
                 # An attempt of another client around this one bounds it.
                 when, around = min(when, outer[0]), min(around, outer[0])
@@ -314,32 +316,53 @@ class SyncTimeout:
                     raise rule.pool_refused(call, kind, span) from exc
                 ended = real_time()
                 if rule.timed_out(exc, ended >= held.when, call, ended - start, left):
-                    if _by_around(held, left):
-                        call.deadline, call.deadline_kind = deadline, kind
-                        call.deadline_span = span
-                    raise rule.expired(call, ended - start) from exc
+                    raise rule.expired_within(
+                        call,
+                        (deadline, kind, span),
+                        _by_around(held, left),
+                        ended - start,
+                    ) from exc
                 raise
             finally:
                 queued = _queued(held, start)
                 by_around = _by_around(held, left)
-                (
-                    held.when,
-                    held.span,
-                    held.bound,
-                    held.queue_end,
-                    held.left_at,
-                    held.queued_out,
-                ) = outer
+                _hold(held, *outer)
             if rule.late_after(call, queued, deadline):
                 close_quietly_sync(response)
-                if by_around:
-                    call.deadline, call.deadline_kind = deadline, kind
-                    call.deadline_span = span
-                raise rule.expired(call)
+                raise rule.expired_within(call, (deadline, kind, span), by_around)
             return response
         finally:
             call.deadline, call.deadline_kind, call.deadline_span = deadline, kind, span
             call.phase_timeout, call.pool_timeout = phase_timeout, pool_timeout
+
+
+_Held = tuple[float | None, float | None, float, float, float | None, bool]
+
+
+def _held(held: AttemptDeadline) -> _Held:
+    """What `held` holds now, to put back with `_hold` once the attempt ends."""
+    return (
+        held.when,
+        held.span,
+        held.bound,
+        held.queue_end,
+        held.left_at,
+        held.queued_out,
+    )
+
+
+def _hold(
+    held: AttemptDeadline,
+    when: float | None,
+    span: float | None,
+    bound: float,
+    queue_end: float,
+    left_at: float | None,
+    queued_out: bool,
+) -> None:
+    """Put back in `held` what `_held` read from it."""
+    held.when, held.span, held.bound = when, span, bound
+    held.queue_end, held.left_at, held.queued_out = queue_end, left_at, queued_out
 
 
 def _queued(held: AttemptDeadline, start: float) -> float:
