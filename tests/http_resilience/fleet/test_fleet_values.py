@@ -21,7 +21,7 @@ from http_resilience import (
     SharedState,
     health,
 )
-from http_resilience._fleet.redis_batch import client_keys
+from http_resilience._fleet.redis_client import client_keys
 from http_resilience.asgi import readiness
 from http_resilience.testing import FakeClock
 from tests.support.redis_server import RedisServer

@@ -5,14 +5,11 @@ from __future__ import annotations
 import pytest
 
 from http_resilience import BrokenCircuitError
+from http_resilience._core.call import Call
 from http_resilience._core.events import CLOSED, HALF_OPEN, OPEN
-from http_resilience._core.pipeline import Call
 from http_resilience._core.telemetry import Telemetry
-from http_resilience._fleet.link import (
-    ClientShare,
-    FleetBreak,
-    SharedRetryBudget,
-)
+from http_resilience._fleet.budget import SharedRetryBudget
+from http_resilience._fleet.link import ClientShare, FleetBreak
 
 
 class Wakes:

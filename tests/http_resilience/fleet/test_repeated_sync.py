@@ -22,8 +22,10 @@ from http_resilience import (
     ResilientTransport,
     SharedState,
 )
-from http_resilience._fleet.link import BudgetTerms, ClientShare, SharedRetryBudget
-from http_resilience._fleet.redis_batch import LEASE_HOLD, RedisBatch, client_keys
+from http_resilience._fleet.budget import BudgetTerms, SharedRetryBudget
+from http_resilience._fleet.link import ClientShare
+from http_resilience._fleet.redis_batch import LEASE_HOLD, RedisBatch
+from http_resilience._fleet.redis_client import client_keys
 from http_resilience.testing import FakeClock
 from tests.support.redis_server import RedisServer
 

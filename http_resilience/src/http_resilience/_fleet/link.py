@@ -6,18 +6,12 @@ Python objects; the `SharedState`'s sync thread reads what the requests did
 batch, and writes back the fleet's view (leases of retries, open breakers,
 probe claims won). Each counter has one writer: the requests, or the thread.
 
-- Retry budget: `SharedRetryBudget` is the local `RetryBudget` plus a lease.
-  While the link is up and the host has been synced, a retry needs both the
-  replica's own budget and one retry leased from the fleet's; the thread hands
-  back what was not spent and asks for what the last interval needed, so the
-  fleet together stays within one budget. Link down (or a host not synced
-  yet): the local budget alone decides.
-- Breakers: a local breaker that opens is published at once (the thread is
-  woken). A host the fleet holds open is refused until its break is over;
-  then exactly one replica, the one whose claim Redis granted, sends the
-  probe, and its outcome closes or reopens the host for all. Breakers that
-  opened while Redis was away are published when it answers again.
-- Published quota: see `http_resilience._fleet.quota`.
+`ClientShare` holds that news and that view; the fleet's variant of each
+strategy reads and writes it: the retry budget in
+`http_resilience._fleet.budget`, the breakers in
+`http_resilience._fleet.breaker`, the published quota in
+`http_resilience._fleet.quota`. Breakers that opened while Redis was away are
+published when it answers again (`reopened`).
 """
 
 from __future__ import annotations
@@ -28,36 +22,24 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final, NamedTuple
 
-import httpx
-
-from http_resilience._core.classify import is_classified_failure
+from http_resilience._core.call import Call
 from http_resilience._core.errors import BrokenCircuitError
 from http_resilience._core.events import CLOSED, OPEN, BreakerState
-from http_resilience._core.host_registry import OVERFLOW_HOST, SHARED_HOST
-from http_resilience._core.pipeline import AsyncHandler, Call, SyncHandler
+from http_resilience._core.host_registry import OVERFLOW_HOST
 from http_resilience._core.telemetry import Telemetry
-from http_resilience._fleet.quota import (
-    SharedQuotaStrategy,
-)
-from http_resilience._strategies.breaker.strategy import (
-    AsyncBreaker,
-    BreakerStrategy,
-    SyncBreaker,
-)
-from http_resilience._strategies.budget.budget import RetryBudget
 
 if TYPE_CHECKING:
-    from http_resilience._fleet.redis_batch import CountedBatch
+    from http_resilience._fleet.budget import BudgetTerms
+    from http_resilience._fleet.counted import CountedBatch
+    from http_resilience._fleet.quota import SharedQuotaStrategy
+    from http_resilience._strategies.breaker.strategy import BreakerStrategy
+    from http_resilience._strategies.budget.budget import RetryBudget
 
 __all__ = [
     "OPEN_OP",
     "PROBE_OP",
-    "AsyncSharedBreaker",
-    "BudgetTerms",
     "ClientShare",
     "FleetBreak",
-    "SharedRetryBudget",
-    "SyncSharedBreaker",
 ]
 
 OPEN_OP: Final = "o"
@@ -77,115 +59,6 @@ class FleetBreak(NamedTuple):
     until: float
     claim_until: float
     mine: bool
-
-
-class BudgetTerms(NamedTuple):
-    """The budget's rule, as Redis applies it to the fleet's counts."""
-
-    ratio: float
-    min_per_second: float
-    window: float
-
-
-class SharedRetryBudget(RetryBudget):
-    """A host's `RetryBudget`, plus the retries leased from the fleet's budget.
-
-    Counters written by the requests: `deposited`, `spent`, `refused`,
-    `unleased` (retries the local budget alone allowed: demand, not spent).
-    Written by the sync thread: `granted`, `returned`, `synced`,
-    `hold_until`, `sent_deposits`, `seen_spent`, `seen_refused` (each
-    advanced when the news is put in a batch, `granted` when Redis answers
-    it).
-    """
-
-    __slots__ = (
-        "_share",
-        "deposited",
-        "granted",
-        "hold_until",
-        "refused",
-        "returned",
-        "seen_refused",
-        "seen_spent",
-        "seen_unleased",
-        "sent_deposits",
-        "spent",
-        "synced",
-        "unleased",
-    )
-
-    def __init__(
-        self,
-        *,
-        ratio: float,
-        min_per_second: float,
-        window: float,
-        now: float,
-        share: ClientShare,
-    ) -> None:
-        super().__init__(
-            ratio=ratio, min_per_second=min_per_second, window=window, now=now
-        )
-        self._share = share
-        self.deposited = self.spent = self.refused = self.unleased = 0
-        self.granted = self.returned = 0
-        self.hold_until = 0.0
-        self.sent_deposits = self.seen_spent = self.seen_refused = 0
-        self.seen_unleased = 0
-        self.synced = False
-
-    def deposit(self, now: float) -> None:
-        """Count a first attempt locally, and for the fleet at the next sync."""
-        super().deposit(now)
-        with self._lock:
-            self.deposited += 1
-
-    def deposit_in_loop(self, now: float) -> None:
-        """`deposit`, without the lock: for the event loop's one thread only."""
-        super().deposit_in_loop(now)
-        self.deposited += 1
-
-    def withdraw(self, now: float) -> bool:
-        """The local budget's answer; while shared, a leased retry is needed too."""
-        if not super().withdraw(now):
-            return False
-        if not (self.synced and self._share.up):
-            # Demand all the same: the first lease is sized by it.
-            self.unleased += 1
-            return True
-        with self._lock:
-            if self.granted - self.returned - self.spent > 0:
-                self.spent += 1
-                return True
-            self.refused += 1
-        super().refund(now)
-        self._share.wake()
-        return False
-
-    def refund(self, now: float) -> None:
-        """Give back a retry never sent, to the local budget and the lease."""
-        super().refund(now)
-        if self.synced and self._share.up:
-            with self._lock:
-                if self.spent > 0:
-                    self.spent -= 1
-
-    def lease(self, granted: int, hold_until: float) -> None:
-        """The sync thread's: `granted` retries leased, kept until `hold_until`."""
-        self.granted += granted
-        if granted:
-            self.hold_until = hold_until
-        self.synced = True
-
-    def give_back(self) -> int:
-        """The sync thread's: hand back the leased retries not spent; how many.
-
-        Under the lock, so no request spends one of them meanwhile.
-        """
-        with self._lock:
-            unused = max(self.granted - self.returned - self.spent, 0)
-            self.returned += unused
-        return unused
 
 
 class ClientShare:
@@ -392,100 +265,3 @@ class ClientShare:
                 return
             self._closed = True
         self._detach(self)
-
-
-class _Gate:
-    """What both shared breakers do before and after the local breaker."""
-
-    @staticmethod
-    def key(strategy: BreakerStrategy, call: Call) -> str:
-        return call.host if strategy.registry is not None else SHARED_HOST
-
-    @staticmethod
-    def fleet(
-        strategy: BreakerStrategy, share: ClientShare, key: str
-    ) -> FleetBreak | None:
-        # An isolation here is refused by the local breaker, which says so.
-        if key in strategy.manual.isolated:
-            return None
-        return share.open_hosts.get(key)
-
-    @staticmethod
-    def failed(strategy: BreakerStrategy, exc: BaseException) -> bool | None:
-        if isinstance(exc, BrokenCircuitError):
-            return None
-        if isinstance(exc, Exception) and is_classified_failure(
-            exc, strategy.failed, strategy.options.should_break
-        ):
-            return True
-        return None
-
-
-class AsyncSharedBreaker(AsyncBreaker):
-    """`AsyncBreaker`, behind the fleet's view of which hosts are open."""
-
-    __slots__ = ("_share",)
-
-    def __init__(
-        self, next: AsyncHandler, strategy: BreakerStrategy, share: ClientShare
-    ) -> None:
-        super().__init__(next, strategy)
-        self._share = share
-
-    @property
-    def share(self) -> ClientShare:
-        """The transport's link to its `SharedState`."""
-        return self._share
-
-    async def handle(self, request: httpx.Request, call: Call) -> httpx.Response:
-        """Refuse a host the fleet holds open; else as `AsyncBreaker`."""
-        share = self._share
-        if share.open_hosts:
-            strategy = self.strategy
-            key = _Gate.key(strategy, call)
-            fleet = _Gate.fleet(strategy, share, key)
-            if fleet is not None and share.admit(key, fleet, call, strategy.telemetry):
-                try:
-                    response = await AsyncBreaker.handle(self, request, call)
-                except BaseException as exc:
-                    if _Gate.failed(strategy, exc):
-                        share.probed(key, True)
-                    raise
-                share.probed(key, strategy.is_failure(response))
-                return response
-        return await AsyncBreaker.handle(self, request, call)
-
-
-class SyncSharedBreaker(SyncBreaker):
-    """`SyncBreaker`, behind the fleet's view of which hosts are open."""
-
-    __slots__ = ("_share",)
-
-    def __init__(
-        self, next: SyncHandler, strategy: BreakerStrategy, share: ClientShare
-    ) -> None:
-        super().__init__(next, strategy)
-        self._share = share
-
-    @property
-    def share(self) -> ClientShare:
-        """The transport's link to its `SharedState`."""
-        return self._share
-
-    def handle_sync(self, request: httpx.Request, call: Call) -> httpx.Response:
-        """Refuse a host the fleet holds open; else as `SyncBreaker`."""
-        share = self._share
-        if share.open_hosts:
-            strategy = self.strategy
-            key = _Gate.key(strategy, call)
-            fleet = _Gate.fleet(strategy, share, key)
-            if fleet is not None and share.admit(key, fleet, call, strategy.telemetry):
-                try:
-                    response = SyncBreaker.handle_sync(self, request, call)
-                except BaseException as exc:
-                    if _Gate.failed(strategy, exc):
-                        share.probed(key, True)
-                    raise
-                share.probed(key, strategy.is_failure(response))
-                return response
-        return SyncBreaker.handle_sync(self, request, call)

@@ -30,8 +30,7 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from http_resilience._core.errors import RateLimitedError
-from http_resilience._core.pipeline import AsyncHandler, Call, SyncHandler
+from http_resilience._core.call import AsyncHandler, Call, SyncHandler
 from http_resilience._core.quota_headers import Quota
 from http_resilience._strategies.quota.strategy import (
     AsyncQuota,
@@ -49,6 +48,7 @@ __all__ = [
     "QuotaLease",
     "SharedQuotaStrategy",
     "SyncSharedQuota",
+    "quota_strategy",
     "usable",
 ]
 
@@ -176,13 +176,8 @@ class SharedQuotaStrategy(QuotaStrategy):
             lease.refused += 1
         share.wake()
         wait = lease.reset_at - now if lease.left <= 0 else share.interval
-        self.telemetry.rejection(call.method, call.host, "quota")
-        raise RateLimitedError(
-            f"{call.where()}: refused, the replicas have spent the host's "
-            f"published quota; try again in {wait:.3g} s",
-            retry_after=wait,
-            reason="quota",
-        )
+        spent = "the replicas have spent the host's published quota"
+        raise self.refusal(call, spent, "try again in", wait)
 
     def read(self, call: Call, response: httpx.Response) -> None:
         """As `QuotaStrategy.read`; a quota seen is news for the fleet too."""
@@ -200,6 +195,16 @@ class SharedQuotaStrategy(QuotaStrategy):
                     lease.observed = observed
 
 
+def quota_strategy(
+    share: ClientShare, options: QuotaOptions, context: BuildContext
+) -> SharedQuotaStrategy | None:
+    """The quota the fleet spends; None for a second quota step (it stays local)."""
+    if share.quota is not None:
+        return None
+    share.quota = SharedQuotaStrategy(options=options, context=context, share=share)
+    return share.quota
+
+
 class AsyncSharedQuota(AsyncQuota):
     """`AsyncQuota`, each request to a host of the fleet's view leased first."""
 
@@ -212,7 +217,7 @@ class AsyncSharedQuota(AsyncQuota):
     async def handle(self, request: httpx.Request, call: Call) -> httpx.Response:
         """Refuse a host whose quota is spent, here or by the fleet; else send."""
         strategy = self._shared
-        if call.host in self._refused:
+        if call.host in strategy.refused:
             strategy.check(call)
         strategy.take(call)
         response = await self._next.handle(request, call)
@@ -232,7 +237,7 @@ class SyncSharedQuota(SyncQuota):
     def handle_sync(self, request: httpx.Request, call: Call) -> httpx.Response:
         """Refuse a host whose quota is spent, here or by the fleet; else send."""
         strategy = self._shared
-        if call.host in self._refused:
+        if call.host in strategy.refused:
             strategy.check(call)
         strategy.take(call)
         response = self._next.handle_sync(request, call)

@@ -1,6 +1,8 @@
 """One sync of one `ClientShare` with Redis: a single Lua script call (``redis``).
 
-The only module that imports ``redis``; `SharedState` imports it when made.
+With `http_resilience._fleet.redis_client` (the client and the keys), the
+only module that imports ``redis``; `SharedState` imports both when made. The
+counted news it sends is read by `http_resilience._fleet.counted`.
 
 Keys, per client (``{namespace}:{<client>}:budget``, ``...:breakers``,
 ``...:quota`` and ``...:replicas``; the braces keep a client's keys in one
@@ -50,40 +52,24 @@ the batch is new, see above):
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
 from importlib.resources import files
 from typing import Final
 
 import redis
 
-from http_resilience._core.hosts import safe_target
 from http_resilience._core.quota_headers import MAX_RESET
-from http_resilience._fleet.link import (
-    PROBE_OP,
-    ClientShare,
-    FleetBreak,
-    SharedRetryBudget,
-)
-from http_resilience._fleet.quota import QuotaLease
+from http_resilience._fleet.counted import CountedBatch, counted
+from http_resilience._fleet.link import PROBE_OP, ClientShare, FleetBreak
+from http_resilience._fleet.redis_client import client_keys
 
 __all__ = [
     "LEASE_HOLD",
     "MEMORY",
     "RESEND_FOR",
     "SCRIPT",
-    "CountedBatch",
     "RedisBatch",
-    "client_keys",
-    "connect",
 ]
-
-# Per host: its budget, first attempts, unused leases given back, leases wanted.
-_BudgetRow = tuple[str, SharedRetryBudget, int, int, int]
-# Per host: its lease, the quota seen, unused leases given back, requests sent
-# unleased, leases wanted.
-_QuotaRow = tuple[str, QuotaLease, tuple[int, float] | None, int, int, int]
 
 # How long the script remembers a replica's last batch (seconds), and how long
 # a replica sends an unanswered batch again: well within it, so a batch is
@@ -95,7 +81,6 @@ RESEND_FOR: Final = 45.0
 # calling a host once a second still holds them when its next call comes.
 LEASE_HOLD: Final = 5.0
 
-_NAME_LIMIT: Final = 64
 # A quota seen with a reset later than the window Redis holds by more than this
 # is a new window (a reset is given in whole seconds, so it jitters by one).
 _NEW_WINDOW_MS: Final = 1500
@@ -104,75 +89,6 @@ _NEW_WINDOW_MS: Final = 1500
 # (`__package__` spelled from `__name__`: typed `str`, never None.)
 _PACKAGE: Final = __name__.rpartition(".")[0]
 SCRIPT: Final = files(_PACKAGE).joinpath("sync.lua").read_text(encoding="utf-8")
-
-
-def connect(target: object, *, timeout: float) -> tuple[redis.Redis, bool]:
-    """A sync client for `target` (a URL or a client); whether it was made here.
-
-    A client made from a URL waits at most `timeout` for any answer: a slow
-    Redis fails the sync, and the replica falls back, within one interval.
-
-    Raises:
-        TypeError: `target` is neither a URL nor a ``redis.Redis``.
-        ValueError: `target` is no URL redis-py reads; the message names its
-            scheme, host and port only.
-    """
-    if isinstance(target, str):
-        try:
-            client = redis.Redis.from_url(  # pyright: ignore[reportUnknownMemberType]
-                target, socket_timeout=timeout, socket_connect_timeout=timeout
-            )
-        except ValueError:
-            # redis-py's message may quote a part of the URL, which can hold
-            # the password: neither it nor the URL is passed on.
-            raise ValueError(
-                f"SharedState: {safe_target(target)} is no Redis URL redis-py can "
-                "read: give redis://host[:port][/db], rediss://... or unix://..., "
-                "with a port, a database number and query options it knows"
-            ) from None
-        return client, True
-    if isinstance(target, redis.Redis):
-        return target, False
-    raise TypeError(
-        "SharedState needs a redis:// URL or a redis.Redis (sync) client, got "
-        f"{type(target).__qualname__}"
-    )
-
-
-def client_keys(namespace: str, name: str) -> tuple[str, str, str, str]:
-    """The budget, breaker, quota and replica keys of `name`: bounded names."""
-    if len(name) > _NAME_LIMIT or any(char in name for char in "{}:\n\r "):
-        name = "h" + _digest(name)
-    prefix = f"{namespace}:{{{name}}}"
-    return (
-        f"{prefix}:budget",
-        f"{prefix}:breakers",
-        f"{prefix}:quota",
-        f"{prefix}:replicas",
-    )
-
-
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
-
-
-@dataclass
-class CountedBatch:
-    """One replica's counted news, numbered: sent again, the same, until answered.
-
-    Attributes:
-        sequence: Its number, for the replica (0: nothing counted, no number).
-        since: When it was first sent (the fleet's time, seconds).
-        budgets: Per host: its budget, first attempts, unused leases handed
-            back, leases wanted.
-        quotas: Per host: its lease, the quota seen, unused leases handed
-            back, requests sent unleased, leases wanted.
-    """
-
-    sequence: int
-    since: float
-    budgets: list[_BudgetRow]
-    quotas: list[_QuotaRow]
 
 
 class RedisBatch:
@@ -215,7 +131,7 @@ class RedisBatch:
             # Redis may have forgotten it: dropped, not risked twice.
             batch = share.pending = None
         if batch is None:
-            batch = self._counted(share, now)
+            batch = counted(share, now, self._batch)
             share.pending = batch if batch.sequence else None
         terms = share.budget_terms
         if share.lost:
@@ -306,16 +222,6 @@ class RedisBatch:
         share.open_hosts = held
         share.up = True
 
-    def _counted(self, share: ClientShare, now: float) -> CountedBatch:
-        """The counted news since the last batch, taken as sent: a new batch."""
-        budgets = self._budget_rows(share, now)
-        quotas = self._quota_rows(share, now)
-        sequence = 0
-        if budgets or quotas:
-            share.sequence += 1
-            sequence = share.sequence
-        return CountedBatch(sequence, now, budgets, quotas)
-
     @staticmethod
     def _hold(share: ClientShare) -> float:
         """How long a replica keeps leases it has not spent (seconds).
@@ -325,89 +231,6 @@ class RedisBatch:
         """
         terms = share.budget_terms
         return LEASE_HOLD if terms is None else min(LEASE_HOLD, terms.window / 2)
-
-    def _budget_rows(self, share: ClientShare, now: float) -> list[_BudgetRow]:
-        """Per host: first attempts since, unused given back now, wanted.
-
-        Unused leases are kept while they last (`LEASE_HOLD`), so a replica
-        that calls less often than it syncs still holds its retries; only
-        expired ones, or all of a closing link's, are handed back.
-        """
-        rows: list[_BudgetRow] = []
-        if share.budget_terms is None or share.budget_items is None:
-            return rows
-        closing = share.closing
-        for host, budget in share.budget_items():
-            if not isinstance(budget, SharedRetryBudget):
-                continue
-            deposited, spent, refused = budget.deposited, budget.spent, budget.refused
-            unleased = budget.unleased
-            deposits = deposited - budget.sent_deposits
-            demand = (
-                (spent - budget.seen_spent)
-                + (refused - budget.seen_refused)
-                + (unleased - budget.seen_unleased)
-            )
-            unused = max(budget.granted - budget.returned - spent, 0)
-            expired = unused > 0 and (closing or now >= budget.hold_until)
-            if not (deposits or demand or expired):
-                continue
-            unused = budget.give_back() if expired else 0
-            held = 0 if expired else max(budget.granted - budget.returned - spent, 0)
-            want = 0
-            if (deposits or demand) and not closing:
-                want = max(min(self._batch, 2 * demand + 1) - held, 0)
-            budget.sent_deposits = deposited
-            budget.seen_spent, budget.seen_refused = spent, refused
-            budget.seen_unleased = unleased
-            rows.append((host, budget, deposits, unused, want))
-            if len(rows) >= self._batch:
-                break
-        return rows
-
-    def _quota_rows(self, share: ClientShare, now: float) -> list[_QuotaRow]:
-        """Per host: the quota seen, unused given back, sent unleased, wanted.
-
-        Unused leases are kept as the budget's are (see `_budget_rows`), and
-        within the window they were leased in.
-        """
-        strategy = share.quota
-        if strategy is None:
-            return []
-        closing = share.closing
-        with share.lock:
-            leases = list(strategy.leases.items())
-        rows: list[_QuotaRow] = []
-        for host, lease in leases:
-            with lease.lock:
-                seen, lease.observed = lease.observed, None
-                calls, spent, refused = lease.calls, lease.spent, lease.refused
-                demand = (
-                    (calls - lease.seen_calls)
-                    + (spent - lease.seen_spent)
-                    + (refused - lease.seen_refused)
-                )
-                unused = lease.unused()
-                # Expired: give back now, under the lock, so nothing spends it.
-                expired = closing or now >= lease.hold_until
-                giving = unused if expired else 0
-                lease.returned += giving
-                unused -= giving
-            if not (seen is not None or demand or giving or lease.active):
-                continue
-            want = 0
-            if demand and not closing:
-                want = max(min(self._batch, 2 * demand + 1) - unused, 0)
-            unleased = calls - lease.seen_calls
-            lease.seen_calls, lease.seen_spent, lease.seen_refused = (
-                calls,
-                spent,
-                refused,
-            )
-            rows.append((host, lease, seen, giving, unleased, want))
-            if len(rows) >= self._batch:
-                break
-        return rows
 
 
 def _check(

@@ -129,7 +129,8 @@ class SharedState:
             raise ValueError(f"maximum_batch must be at least 1, got {maximum_batch}")
         if maximum_hosts < 1:
             raise ValueError(f"maximum_hosts must be at least 1, got {maximum_hosts}")
-        from http_resilience._fleet.redis_batch import RedisBatch, connect
+        from http_resilience._fleet.redis_batch import RedisBatch
+        from http_resilience._fleet.redis_client import connect
 
         client, self._owns_client = connect(redis, timeout=interval)
         self.sync_interval = interval

@@ -7,11 +7,8 @@ import httpx
 from http_resilience._core.host_registry import SHARED_HOST
 from http_resilience._core.hosts import NO_HOST, UNPARSEABLE_URL, host_key
 from http_resilience._core.telemetry import LOGGER
-from http_resilience._fleet.link import (
-    AsyncSharedBreaker,
-    ClientShare,
-    SyncSharedBreaker,
-)
+from http_resilience._fleet.breaker import AsyncSharedBreaker, SyncSharedBreaker
+from http_resilience._fleet.link import ClientShare
 from http_resilience._health.snapshot import (
     Target,
     breaker_strategies,

@@ -14,7 +14,7 @@ from typing import Final, Literal, TypeAlias
 import httpx
 
 from http_resilience._core.events import OPEN
-from http_resilience._fleet.link import AsyncSharedBreaker, SyncSharedBreaker
+from http_resilience._fleet.breaker import AsyncSharedBreaker, SyncSharedBreaker
 from http_resilience._strategies.breaker.control import ManualState
 from http_resilience._strategies.breaker.strategy import AsyncBreaker, SyncBreaker
 from http_resilience._strategies.budget.strategy import (
