@@ -644,7 +644,7 @@ def quota_read() -> Piece:
         piece.note = not_yet("HttpResilienceOptions")
         return piece
     from http_resilience import SystemClock
-    from http_resilience._core.pipeline import Call
+    from http_resilience._core.call import Call
     from http_resilience._core.telemetry import Telemetry
     from http_resilience._strategies.quota.options import QuotaOptions
     from http_resilience._strategies.quota.strategy import QuotaStrategy

@@ -62,12 +62,11 @@ from http_resilience._strategies.rate_limit.options import RateLimiterOptions
 from http_resilience._strategies.retry.options import RetryOptions
 from http_resilience._streams.decision import StreamRetryContext
 from http_resilience._streams.options import PartialStreamPolicy, StreamRetryOptions
-from http_resilience._streams.resumable import resumable_bytes, resumable_bytes_sync
-from http_resilience._streams.retry import (
-    suppressed_failure,
-    with_retry,
-    with_retry_sync,
-)
+from http_resilience._streams.resumable import resumable_bytes
+from http_resilience._streams.resumable_sync import resumable_bytes_sync
+from http_resilience._streams.retry import with_retry
+from http_resilience._streams.retry_support import suppressed_failure
+from http_resilience._streams.retry_sync import with_retry_sync
 from http_resilience._transports.asgi import ResilienceErrorMiddleware
 from http_resilience._transports.client import create_async_client, create_client
 from http_resilience._transports.context_middleware import ResilienceContextMiddleware

@@ -606,7 +606,7 @@ def test_an_error_pydantic_cannot_retitle_gets_a_note_naming_the_client() -> Non
     from pydantic import BaseModel, field_validator
     from pydantic_core import PydanticCustomError
 
-    from http_resilience._pipelines.standard import _naming  # pyright: ignore[reportPrivateUsage]
+    from http_resilience._pipelines.config import _naming  # pyright: ignore[reportPrivateUsage]
 
     class Custom(BaseModel):
         value: int

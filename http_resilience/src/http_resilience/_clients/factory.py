@@ -10,6 +10,7 @@ from typing import Any, ClassVar, Final, Self, TypeVar
 
 import httpx
 
+from http_resilience._clients.scope import MODULE, ModuleOnly
 from http_resilience._core.clock import Clock
 from http_resilience._core.events import HttpEventListener
 from http_resilience._fleet.state import SharedState
@@ -17,16 +18,15 @@ from http_resilience._health.snapshot import ClientHealth, health
 from http_resilience._pipelines.custom import ResiliencePipeline
 from http_resilience._pipelines.standard import (
     HttpResilienceOptions,
-    apply_environment,
-    client_environment,
 )
 from http_resilience._transports.client_names import check_client_names
 from http_resilience._transports.correlation import (
     DEFAULT_CORRELATION_HEADER,
-    check_correlation_source,
-    check_header_name,
 )
-from http_resilience._transports.named_client import NamedClient, check_shared
+from http_resilience._transports.named_client import (
+    FactorySettings,
+    NamedClient,
+)
 
 __all__ = ["DEFAULT_CLIENT", "HttpClientFactory"]
 
@@ -34,37 +34,6 @@ DEFAULT_CLIENT: Final = "default"
 """The name every factory knows without being told."""
 
 _T = TypeVar("_T")
-
-
-_MODULE: Final = "HttpClientsModule(...) from http_resilience.injector"
-_NOT_BY_INJECTOR: Final = (
-    "HttpClientFactory is provided by HttpClientsModule: add "
-    "HttpClientsModule(lambda clients: clients.add(...)) (from "
-    "http_resilience.injector) to the Injector's modules. Built by the injector "
-    "on its own, it would have none of the application's clients."
-)
-
-
-class _ModuleOnly:
-    """What injector takes for the factory's scope, so it never builds one itself.
-
-    Injector reads a class's ``__scope__`` and asks that scope for the
-    provider of each lookup (``get(key, provider)``). Given the class itself
-    to build (injector's implicit binding, or ``bind(HttpClientFactory,
-    to=HttpClientFactory)``), it refuses, naming the module; any other
-    provider (the module's instance) is handed back as it is. Duck-typed on
-    injector's scope protocol: this module never imports injector.
-    """
-
-    def get(self, key: object, provider: object) -> object:
-        """The provider, unless it would build an `HttpClientFactory` from nothing.
-
-        Raises:
-            LookupError: It would; the message names the module to add.
-        """
-        if getattr(provider, "_cls", None) is HttpClientFactory:
-            raise LookupError(_NOT_BY_INJECTOR)
-        return provider
 
 
 class HttpClientFactory:
@@ -157,9 +126,9 @@ class HttpClientFactory:
     # Only `HttpClientsModule` provides the factory to an injector: the
     # mediator reads `__provided_by__` when it compiles a handler needing one
     # (and fails at build, naming the module); injector itself meets
-    # `__scope__` (see `_ModuleOnly`).
-    __provided_by__: ClassVar[str] = _MODULE
-    __scope__: ClassVar[type[_ModuleOnly]] = _ModuleOnly
+    # `__scope__` (see `ModuleOnly`).
+    __provided_by__: ClassVar[str] = MODULE
+    __scope__: ClassVar[type[ModuleOnly]] = ModuleOnly
 
     def __init__(
         self,
@@ -172,22 +141,13 @@ class HttpClientFactory:
         correlation: Callable[[], str | None] | None = None,
         shared: SharedState | None = None,
     ) -> None:
-        check_shared(shared, None)
-        self._shared = shared
-        self._config = config
-        self._clock = clock
-        self._listeners = tuple(listeners)
-        self._header = (
-            None
-            if correlation_header is None
-            else check_header_name(correlation_header)
+        self._settings = FactorySettings.checked(
+            correlation_header, clock, listeners, correlation, shared
         )
-        self._correlation = check_correlation_source(correlation)
+        self._config = config
         self._lock = threading.Lock()
         self._clients = {
-            DEFAULT_CLIENT: NamedClient.checked(
-                DEFAULT_CLIENT, self._read(DEFAULT_CLIENT), None, {}
-            )
+            DEFAULT_CLIENT: NamedClient.added(DEFAULT_CLIENT, None, None, {}, config)
         }
         self._added: set[str] = set()
         self._async: dict[str, httpx.AsyncClient] = {}
@@ -273,14 +233,7 @@ class HttpClientFactory:
         with self._lock:
             self._check_open()
             self._check_not_fixed(name)
-        if options is None and pipeline is None:
-            options = self._read(name)
-        elif isinstance(options, HttpResilienceOptions):
-            # The operator's environment wins over options in code.
-            options = apply_environment(options, client=name)
-        if pipeline is not None:
-            _refuse_environment(name)
-        client = NamedClient.checked(name, options, pipeline, httpx_kwargs)
+        client = NamedClient.added(name, options, pipeline, httpx_kwargs, self._config)
         with self._lock:
             self._check_open()
             self._check_not_fixed(name)
@@ -300,7 +253,9 @@ class HttpClientFactory:
             ValueError: Fixing the names found configuration for a client the
                 factory does not have.
         """
-        return self._get(name, self._async, self._build_async)
+        return self._get(
+            name, self._async, lambda client: client.build_async(self._settings)
+        )
 
     def client(self, name: str = DEFAULT_CLIENT) -> httpx.Client:
         """The sync `httpx.Client` of `name`: built on first use, then the same one.
@@ -316,7 +271,9 @@ class HttpClientFactory:
             ValueError: Fixing the names found configuration for a client the
                 factory does not have.
         """
-        return self._get(name, self._sync, self._build_sync)
+        return self._get(
+            name, self._sync, lambda client: client.build_sync(self._settings)
+        )
 
     def health(self) -> tuple[ClientHealth, ...]:
         """What the breakers, limiters and budgets of every client built say now.
@@ -399,10 +356,6 @@ class HttpClientFactory:
 
     # --- building ---------------------------------------------------------------
 
-    def _read(self, name: str) -> HttpResilienceOptions:
-        # from_config names the client in every error it raises.
-        return HttpResilienceOptions.from_config(self._config, client=name)
-
     def _check_open(self) -> None:
         if self._closed:
             raise RuntimeError("the HTTP client factory is closed")
@@ -441,41 +394,3 @@ class HttpClientFactory:
                 found = build(client)
                 built[name] = found
             return found
-
-    def _build_async(self, client: NamedClient) -> httpx.AsyncClient:
-        return client.build_async(
-            header=self._header,
-            clock=self._clock,
-            listeners=self._listeners,
-            correlation=self._correlation,
-            shared=self._shared,
-        )
-
-    def _build_sync(self, client: NamedClient) -> httpx.Client:
-        return client.build_sync(
-            header=self._header,
-            clock=self._clock,
-            listeners=self._listeners,
-            correlation=self._correlation,
-            shared=self._shared,
-        )
-
-
-def _refuse_environment(name: str) -> None:
-    """Refuse client variables for a client whose pipeline was given in code.
-
-    No variable can reach inside a `ResiliencePipeline`; ignoring the
-    operator's would be the silent surprise this refuses.
-
-    Raises:
-        ValueError: Naming the variables and what to do.
-    """
-    variables = client_environment(os.environ, name)
-    if variables:
-        raise ValueError(
-            f"HTTP client {name!r} runs a pipeline given in code, which the "
-            f"environment cannot change, but {', '.join(variables)} "
-            f"{'is' if len(variables) == 1 else 'are'} set for it: unset "
-            f"{'it' if len(variables) == 1 else 'them'}, or give the client "
-            "options instead of a pipeline"
-        )

@@ -10,7 +10,7 @@ import httpx
 from http_resilience._core.clock import Clock
 from http_resilience._core.deadline import DEADLINE_HEADER
 from http_resilience._core.events import HttpEventListener
-from http_resilience._core.pipeline import Stamp
+from http_resilience._core.send import Stamp
 from http_resilience._fleet.state import SharedState
 from http_resilience._pipelines.custom import ResiliencePipeline
 from http_resilience._pipelines.standard import HttpResilienceOptions

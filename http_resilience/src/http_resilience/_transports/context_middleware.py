@@ -39,39 +39,21 @@ caller must not fail its request.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Awaitable, Callable, MutableMapping
 from contextlib import ExitStack
 from http import HTTPStatus
 from typing import Any
 
-from http_resilience._core.correlation import (
-    correlation_id,
-    inbound_correlation_id,
-    new_correlation_id,
-)
-from http_resilience._core.deadline import DEADLINE_HEADER, deadline_scope
+from http_resilience._core.correlation import inbound_correlation_id
 from http_resilience._core.nested import (
-    RETRY_ATTEMPT_HEADER,
-    RETRY_EXHAUSTED_HEADER,
     DownstreamRecord,
-    caller_attempt_scope,
-    downstream_scope,
 )
-from http_resilience._primitives.durations import DurationInput
 from http_resilience._transports.asgi import problem_for, send_problem
-from http_resilience._transports.correlation import DEFAULT_CORRELATION_HEADER
 from http_resilience._transports.stack import entered
 from http_resilience._transports.wsgi_inbound import (
-    checked_limits,
-    checked_trusted,
+    InboundContext,
     lowered,
     read_attempt,
-    read_deadline,
-    trusts,
-)
-from http_resilience._transports.wsgi_inbound import (
-    default_deadline as read_default_deadline,
 )
 
 __all__ = ["ResilienceContextMiddleware", "TrustedCaller"]
@@ -85,7 +67,7 @@ TrustedCaller = Callable[[Scope], bool]
 """Whether the caller's own headers are believed, told from its ASGI scope."""
 
 
-class ResilienceContextMiddleware:
+class ResilienceContextMiddleware(InboundContext[ASGIApp, Scope, bytes]):
     """Carries the caller's deadline, retry and correlation id into the handler.
 
     Args:
@@ -143,36 +125,14 @@ class ResilienceContextMiddleware:
         datetime.timedelta(seconds=10)
     """
 
-    def __init__(
-        self,
-        app: ASGIApp,
-        *,
-        safety_margin: float = 0.05,
-        max_deadline: float = 300.0,
-        deadline_header: str | None = DEADLINE_HEADER,
-        attempt_header: str | None = RETRY_ATTEMPT_HEADER,
-        correlation_header: str | None = DEFAULT_CORRELATION_HEADER,
-        exhausted_header: str | None = RETRY_EXHAUSTED_HEADER,
-        trusted: TrustedCaller | None = None,
-        default_deadline: DurationInput | None = None,
-    ) -> None:
-        checked_limits(safety_margin, max_deadline)
-        self.app = app
-        self.safety_margin = safety_margin
-        self.max_deadline = max_deadline
-        self.trusted: TrustedCaller | None = checked_trusted(trusted, "the ASGI scope")
-        self.default_deadline = read_default_deadline(default_deadline, max_deadline)
-        self._default = (
-            None
-            if self.default_deadline is None
-            else self.default_deadline.total_seconds()
-        )
-        self._longest = max_deadline if self._default is None else self._default
-        self._deadline = _lowered(deadline_header, "deadline_header")
-        self._attempt = _lowered(attempt_header, "attempt_header")
-        self._correlation = _lowered(correlation_header, "correlation_header")
-        self._exhausted = _lowered(exhausted_header, "exhausted_header")
-        self.ignored: Counter[str] = Counter()
+    _where = "the ASGI scope"
+
+    def _key(self, header: object, name: str) -> bytes | None:
+        """The header to read, lower case, as ASGI gives header names."""
+        found = lowered(header, name)
+        return None if found is None else found.encode("ascii")
+
+    _mark = _key
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Run the app with the caller's context set; pass anything else through."""
@@ -182,36 +142,23 @@ class ResilienceContextMiddleware:
             await self.app(scope, receive, send)
             return
         deadline = attempt = correlation = None
-        if trusts(self.trusted, scope):
+        if self._trusts(scope):
             ids: list[bytes] = []
             for name, value in scope.get("headers", ()):
                 lowered = bytes(name).lower()
                 if lowered == self._deadline:
-                    deadline = self._read_deadline(bytes(value))
+                    deadline = self._counted("deadline", self._seconds(bytes(value)))
                 elif lowered == self._attempt:
-                    attempt = self._read_attempt(bytes(value))
+                    attempt = self._counted("attempt", read_attempt(bytes(value)))
                 elif lowered == self._correlation:
                     ids.append(bytes(value))
             if ids:
-                correlation = inbound_correlation_id(ids)
-                if correlation is None:
-                    self.ignored["correlation"] += 1
-        if deadline is None:
-            deadline = self._default
-        if correlation is None and self._correlation is not None:
-            # One id for every call the request makes, as if the caller sent it.
-            correlation = new_correlation_id()
+                correlation = self._counted("correlation", inbound_correlation_id(ids))
         with ExitStack() as stack:
-            if deadline is not None:
-                stack.enter_context(deadline_scope(deadline))
-            if attempt is not None:
-                stack.enter_context(caller_attempt_scope(attempt))
-            if correlation is not None:
-                stack.enter_context(correlation_id(correlation))
-            if self._exhausted is None:
+            record = self._enter(stack, deadline, attempt, correlation)
+            if record is None or self._exhausted is None:
                 await self.app(scope, receive, send)
             else:
-                record = stack.enter_context(downstream_scope())
                 await self._answer(scope, receive, send, record, self._exhausted)
 
     async def _answer(
@@ -251,21 +198,3 @@ class ResilienceContextMiddleware:
                 send, HTTPStatus.SERVICE_UNAVAILABLE, None, ((header, b"1"),)
             )
             raise
-
-    def _read_deadline(self, value: bytes) -> float | None:
-        seconds = read_deadline(value, self.safety_margin, self._longest)
-        if seconds is None:
-            self.ignored["deadline"] += 1
-        return seconds
-
-    def _read_attempt(self, value: bytes) -> int | None:
-        attempt = read_attempt(value)
-        if attempt is None:
-            self.ignored["attempt"] += 1
-        return attempt
-
-
-def _lowered(header: object, name: str) -> bytes | None:
-    """The header to read, lower case, as ASGI gives header names."""
-    found = lowered(header, name)
-    return None if found is None else found.encode("ascii")

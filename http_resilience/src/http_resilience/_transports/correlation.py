@@ -41,8 +41,8 @@ from http_resilience._core.correlation import (
     is_correlation_id,
     new_correlation_id,
 )
-from http_resilience._core.pipeline import Stamp
 from http_resilience._core.raw_headers import KEEPS_TRIPLES, LOWER_KEY, triples
+from http_resilience._core.send import Stamp
 
 __all__ = [
     "DEFAULT_CORRELATION_HEADER",
@@ -142,15 +142,7 @@ def correlation_stamp(header: str, source: CorrelationSource | None = None) -> S
         entries = triples(attempt.headers)
         if lowered in map(LOWER_KEY, entries):  # the search runs in C
             return
-        # `chosen_for`, written out: this runs on every attempt.
-        extensions = request.extensions
-        chosen = extensions.get(CORRELATION_EXTENSION)
-        if not isinstance(chosen, str):
-            if source is None:
-                chosen = CURRENT_CORRELATION.get() or new_correlation_id()
-            else:
-                chosen = _from(source)
-            extensions[CORRELATION_EXTENSION] = chosen
+        chosen = chosen_for(request)
         # Visible ASCII: `correlation_id`, `_from` and `new_correlation_id` make
         # no other.
         entries.append((raw_key, lowered, chosen.encode("ascii")))

@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import ipaddress
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping
+from contextlib import contextmanager
 from types import TracebackType
-from typing import Any, Final
+from typing import Any, Final, Generic, TypeVar
 
 import httpx
 
@@ -43,6 +44,7 @@ ROUTE: Final = "http_resilience.proxy"
 """The request extension that names the proxy a call's attempts go through."""
 
 ProxyMap = dict[str, str | None]
+_T = TypeVar("_T")
 
 
 def environment_proxies(building: Mapping[str, Any]) -> ProxyMap:
@@ -85,6 +87,48 @@ def _direct_pattern(host: str) -> str:
     return f"all://[{host}]" if address.version == 6 else f"all://{host}"
 
 
+def _proxy_transports(
+    proxies: Mapping[str, str | None],
+    building: Mapping[str, Any],
+    make: Callable[..., _T],
+) -> dict[str, _T]:
+    """A transport per proxy (`make`), built from `building` but its ``proxy``."""
+    others = {key: value for key, value in building.items() if key != "proxy"}
+    return {
+        pattern: make(proxy=url, **others)
+        for pattern, url in proxies.items()
+        if url is not None
+    }
+
+
+def _routed(request: httpx.Request, proxies: Iterable[_T]) -> _T | None:
+    """The proxy's transport `request`'s `ROUTE` names; None: it goes direct."""
+    via: object = request.extensions.get(ROUTE)
+    for proxy in proxies:
+        if via is proxy:
+            return proxy
+    return None
+
+
+@contextmanager
+def _tagged(request: httpx.Request, proxy: object) -> Generator[None]:
+    """`request` carries `ROUTE` for `proxy`; its own extensions are put back."""
+    own = request.extensions
+    request.extensions = {**own, ROUTE: proxy}
+    try:
+        yield
+    finally:
+        request.extensions = own
+
+
+class _Mount(Generic[_T]):
+    """What both proxy mounts hold: the client's resilient transport, the proxy's."""
+
+    def __init__(self, resilient: _T, proxy: _T) -> None:
+        self._resilient = resilient
+        self._proxy = proxy
+
+
 class AsyncProxyRouter(httpx.AsyncHTTPTransport):
     """httpx's transport, and one more per environment proxy to send through.
 
@@ -102,12 +146,7 @@ class AsyncProxyRouter(httpx.AsyncHTTPTransport):
     def __init__(self, proxies: Mapping[str, str | None], building: Mapping[str, Any]):
         super().__init__(**building)
         self._proxies = proxies
-        others = {key: value for key, value in building.items() if key != "proxy"}
-        self._via = {
-            pattern: httpx.AsyncHTTPTransport(proxy=url, **others)
-            for pattern, url in proxies.items()
-            if url is not None
-        }
+        self._via = _proxy_transports(proxies, building, httpx.AsyncHTTPTransport)
 
     def mounts(
         self, resilient: httpx.AsyncBaseTransport
@@ -122,11 +161,10 @@ class AsyncProxyRouter(httpx.AsyncHTTPTransport):
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         """Send `request` through the proxy its `ROUTE` names, or direct."""
-        via: object = request.extensions.get(ROUTE)
-        for proxy in self._via.values():
-            if via is proxy:
-                return await proxy.handle_async_request(request)
-        return await super().handle_async_request(request)
+        proxy = _routed(request, self._via.values())
+        if proxy is None:
+            return await super().handle_async_request(request)
+        return await proxy.handle_async_request(request)
 
     async def aclose(self) -> None:
         """Close the direct pool and every proxy's."""
@@ -146,7 +184,7 @@ class AsyncProxyRouter(httpx.AsyncHTTPTransport):
         await super().__aexit__(exc_type, exc_value, traceback)
 
 
-class AsyncProxyMount(httpx.AsyncBaseTransport):
+class AsyncProxyMount(_Mount[httpx.AsyncBaseTransport], httpx.AsyncBaseTransport):
     """A proxy's mount: the call runs through the client's resilient transport.
 
     The request carries `ROUTE` while the call runs, so every attempt the
@@ -160,20 +198,10 @@ class AsyncProxyMount(httpx.AsyncBaseTransport):
         proxy: The router's transport for this proxy.
     """
 
-    def __init__(
-        self, resilient: httpx.AsyncBaseTransport, proxy: httpx.AsyncBaseTransport
-    ) -> None:
-        self._resilient = resilient
-        self._proxy = proxy
-
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         """Run `request` through the resilient transport, tagged for the proxy."""
-        own = request.extensions
-        request.extensions = {**own, ROUTE: self._proxy}
-        try:
+        with _tagged(request, self._proxy):
             return await self._resilient.handle_async_request(request)
-        finally:
-            request.extensions = own
 
     async def aclose(self) -> None:
         """Nothing to close: the resilient transport owns the proxy's."""
@@ -193,12 +221,7 @@ class ProxyRouter(httpx.HTTPTransport):
     def __init__(self, proxies: Mapping[str, str | None], building: Mapping[str, Any]):
         super().__init__(**building)
         self._proxies = proxies
-        others = {key: value for key, value in building.items() if key != "proxy"}
-        self._via = {
-            pattern: httpx.HTTPTransport(proxy=url, **others)
-            for pattern, url in proxies.items()
-            if url is not None
-        }
+        self._via = _proxy_transports(proxies, building, httpx.HTTPTransport)
         for proxy in self._via.values():
             hold_deadlines(proxy)
 
@@ -213,11 +236,10 @@ class ProxyRouter(httpx.HTTPTransport):
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         """Send `request` through the proxy its `ROUTE` names, or direct."""
-        via: object = request.extensions.get(ROUTE)
-        for proxy in self._via.values():
-            if via is proxy:
-                return proxy.handle_request(request)
-        return super().handle_request(request)
+        proxy = _routed(request, self._via.values())
+        if proxy is None:
+            return super().handle_request(request)
+        return proxy.handle_request(request)
 
     def close(self) -> None:
         """Close the direct pool and every proxy's."""
@@ -231,13 +253,13 @@ class ProxyRouter(httpx.HTTPTransport):
         exc_value: BaseException | None = None,
         traceback: TracebackType | None = None,
     ) -> None:
-        """Exit the direct pool and every proxy's (httpx's exits only its own)."""
+        """As `AsyncProxyRouter.__aexit__`: every proxy's pool too."""
         for proxy in self._via.values():
             proxy.__exit__(exc_type, exc_value, traceback)
         super().__exit__(exc_type, exc_value, traceback)
 
 
-class ProxyMount(httpx.BaseTransport):
+class ProxyMount(_Mount[httpx.BaseTransport], httpx.BaseTransport):
     """The sync twin of `AsyncProxyMount`.
 
     Args:
@@ -245,20 +267,10 @@ class ProxyMount(httpx.BaseTransport):
         proxy: The router's transport for this proxy.
     """
 
-    def __init__(
-        self, resilient: httpx.BaseTransport, proxy: httpx.BaseTransport
-    ) -> None:
-        self._resilient = resilient
-        self._proxy = proxy
-
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        """Run `request` through the resilient transport, tagged for the proxy."""
-        own = request.extensions
-        request.extensions = {**own, ROUTE: self._proxy}
-        try:
+        """As `AsyncProxyMount.handle_async_request`."""
+        with _tagged(request, self._proxy):
             return self._resilient.handle_request(request)
-        finally:
-            request.extensions = own
 
     def close(self) -> None:
         """Nothing to close: the resilient transport owns the proxy's."""

@@ -13,6 +13,7 @@ attempt they send (retries and hedged copies alike) with the call's id.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -22,20 +23,29 @@ import httpx
 from http_resilience._core.clock import Clock
 from http_resilience._core.correlation import CorrelationSource
 from http_resilience._core.events import HttpEventListener
-from http_resilience._core.pipeline import Stamp
 from http_resilience._fleet.state import SharedState
 from http_resilience._pipelines.custom import ResiliencePipeline
-from http_resilience._pipelines.standard import HttpResilienceOptions
+from http_resilience._pipelines.standard import (
+    HttpResilienceOptions,
+    apply_environment,
+    client_environment,
+)
 from http_resilience._transports.client import build_async_client
 from http_resilience._transports.client_arguments import check_urls
 from http_resilience._transports.client_sync import build_client
-from http_resilience._transports.correlation import correlation_stamp
-from http_resilience._transports.transport import (
+from http_resilience._transports.correlation import (
+    check_correlation_source,
+    check_header_name,
+    correlation_stamp,
+)
+from http_resilience._transports.resilient import refuse_second_layer
+from http_resilience._transports.resolve import (
     check_deadline_header,
-    refuse_second_layer,
+    checked_options,
+    checked_pipeline,
 )
 
-__all__ = ["NamedClient", "check_shared"]
+__all__ = ["FactorySettings", "NamedClient", "check_shared"]
 
 _HEDGING_IS_ASYNC = (
     "its pipeline hedges, and hedging needs an async client (a sync attempt "
@@ -52,6 +62,51 @@ def check_shared(shared: object, name: str | None) -> None:
         f"{where}: shared must be a SharedState or None, got "
         f"{type(shared).__qualname__}"
     )
+
+
+@dataclass(frozen=True, slots=True)
+class FactorySettings:
+    """What a factory gives every client it builds.
+
+    Attributes:
+        header: The correlation header each attempt is stamped with; None
+            stamps none.
+        clock: The clients' clock; None for the system's.
+        listeners: Called with every event of every client.
+        correlation: Asked first for a call's correlation id.
+        shared: The factory's `SharedState`, for clients `add` gave none.
+    """
+
+    header: str | None
+    clock: Clock | None
+    listeners: Sequence[HttpEventListener]
+    correlation: CorrelationSource | None
+    shared: SharedState | None
+
+    @classmethod
+    def checked(
+        cls,
+        header: str | None,
+        clock: Clock | None,
+        listeners: Sequence[HttpEventListener],
+        correlation: CorrelationSource | None,
+        shared: SharedState | None,
+    ) -> FactorySettings:
+        """The factory's arguments, checked (see `HttpClientFactory`).
+
+        Raises:
+            TypeError: `shared` is not a `SharedState`, or `correlation` is
+                neither callable nor None.
+            ValueError: `header` is not a header name, or one httpx sets.
+        """
+        check_shared(shared, None)
+        return cls(
+            header=None if header is None else check_header_name(header),
+            clock=clock,
+            listeners=tuple(listeners),
+            correlation=check_correlation_source(correlation),
+            shared=shared,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +130,37 @@ class NamedClient:
     no_sync: str | None
 
     @classmethod
+    def added(
+        cls,
+        name: str,
+        options: object,
+        pipeline: object,
+        arguments: Mapping[str, Any],
+        config: Mapping[str, Any] | None,
+    ) -> NamedClient:
+        """The recipe `HttpClientFactory.add` makes: its options resolved, checked.
+
+        With neither `options` nor `pipeline`, the options are read for
+        `name` from `config` and the environment; options given in code get
+        the operator's environment on top; a pipeline given in code is
+        refused while a client variable is set for it.
+
+        Raises:
+            ValueError: A pipeline given while a variable is set for `name`.
+            pydantic.ValidationError: The configured options are invalid.
+            TypeError: As `checked` raises it (so do the others it raises).
+        """
+        if options is None and pipeline is None:
+            # from_config names the client in every error it raises.
+            options = HttpResilienceOptions.from_config(config, client=name)
+        elif isinstance(options, HttpResilienceOptions):
+            # The operator's environment wins over options in code.
+            options = apply_environment(options, client=name)
+        if pipeline is not None:
+            _refuse_environment(name)
+        return cls.checked(name, options, pipeline, arguments)
+
+    @classmethod
     def checked(
         cls,
         name: str,
@@ -93,22 +179,8 @@ class NamedClient:
                 (named so, never quoted).
             ResilienceLayerError: ``transport`` or a mount is already resilient.
         """
-        if pipeline is not None:
-            if options is not None:
-                raise TypeError(
-                    f"HTTP client {name!r}: give options= (the standard pipeline) "
-                    "or pipeline= (your own), not both"
-                )
-            if not isinstance(pipeline, ResiliencePipeline):
-                raise TypeError(
-                    f"HTTP client {name!r}: pipeline must be a ResiliencePipeline, "
-                    f"got {type(pipeline).__qualname__}"
-                )
-        elif not isinstance(options, HttpResilienceOptions):
-            raise TypeError(
-                f"HTTP client {name!r}: options must be HttpResilienceOptions or "
-                f"None, got {type(options).__qualname__}"
-            )
+        own = None if pipeline is None else checked_pipeline(pipeline, options, name)
+        standard = checked_options(options, name) if own is None else None
         check_urls(name, arguments)
         if "deadline_header" in arguments:
             check_deadline_header(arguments["deadline_header"], name)
@@ -116,9 +188,7 @@ class NamedClient:
         mounts = cast("Mapping[str, object]", arguments.get("mounts") or {})
         transports = [arguments.get("transport"), *mounts.values()]
         no_async: str | None = None
-        no_sync = (
-            _HEDGING_IS_ASYNC if pipeline is not None and pipeline.async_only else None
-        )
+        no_sync = _HEDGING_IS_ASYNC if own is not None and own.async_only else None
         for transport in transports:
             refuse_second_layer(transport, name)
             if transport is None:
@@ -135,86 +205,76 @@ class NamedClient:
             )
         return cls(
             name,
-            options if pipeline is None else None,
-            pipeline,
+            standard,
+            own,
             dict(arguments),
             no_async,
             no_sync,
         )
 
-    def build_async(
-        self,
-        *,
-        header: str | None,
-        clock: Clock | None,
-        listeners: Sequence[HttpEventListener],
-        correlation: CorrelationSource | None = None,
-        shared: SharedState | None = None,
-    ) -> httpx.AsyncClient:
-        """The async client, its attempts stamped with `header` (None: no stamp).
-
-        The id stamped is `correlation`'s when it gives a valid one (see
-        `correlation_stamp`). `shared` is the factory's `SharedState`, used
-        unless `add` gave the client one of its own.
+    def build_async(self, settings: FactorySettings) -> httpx.AsyncClient:
+        """The async client, built with the factory's `settings`.
 
         Raises:
             TypeError: The recipe has no async twin (`no_async`).
         """
         self._refuse(self.no_async, "")
-        arguments, stamp = self._stamped(header, correlation, shared)
-        return build_async_client(
-            self.name,
-            self.options,
-            pipeline=self.pipeline,
-            config=None,
-            clock=clock,
-            listeners=listeners,
-            stamp=stamp,
-            **arguments,
-        )
+        return build_async_client(self.name, self.options, **self._building(settings))
 
-    def build_sync(
-        self,
-        *,
-        header: str | None,
-        clock: Clock | None,
-        listeners: Sequence[HttpEventListener],
-        correlation: CorrelationSource | None = None,
-        shared: SharedState | None = None,
-    ) -> httpx.Client:
+    def build_sync(self, settings: FactorySettings) -> httpx.Client:
         """The sync twin of `build_async`.
 
         Raises:
             TypeError: The recipe has no sync twin (`no_sync`).
         """
         self._refuse(self.no_sync, f": ask for async_client({self.name!r})")
-        arguments, stamp = self._stamped(header, correlation, shared)
-        return build_client(
-            self.name,
-            self.options,
-            pipeline=self.pipeline,
-            config=None,
-            clock=clock,
-            listeners=listeners,
-            stamp=stamp,
-            **arguments,
-        )
+        return build_client(self.name, self.options, **self._building(settings))
 
-    def _stamped(
-        self,
-        header: str | None,
-        correlation: CorrelationSource | None,
-        shared: SharedState | None,
-    ) -> tuple[dict[str, Any], Stamp | None]:
-        """The client's arguments, and the stamp that writes `header` (None: none)."""
+    def _building(self, settings: FactorySettings) -> dict[str, Any]:
+        """What the client builder takes besides the name and the options.
+
+        The client's httpx arguments; `settings.shared` unless `add` gave the
+        client a `SharedState` of its own; and the stamp that writes
+        `settings.header` (None: no stamp) with `settings.correlation`'s id
+        when it gives a valid one (see `correlation_stamp`).
+        """
         arguments = dict(self.arguments)
-        if shared is not None and arguments.get("shared") is None:
-            arguments["shared"] = shared
-        if header is None:
-            return arguments, None
-        return arguments, correlation_stamp(header, correlation)
+        if settings.shared is not None and arguments.get("shared") is None:
+            arguments["shared"] = settings.shared
+        header = settings.header
+        stamp = (
+            None if header is None else correlation_stamp(header, settings.correlation)
+        )
+        return {
+            **arguments,
+            "pipeline": self.pipeline,
+            "config": None,
+            "clock": settings.clock,
+            "listeners": settings.listeners,
+            "stamp": stamp,
+        }
 
     def _refuse(self, reason: str | None, hedging_hint: str) -> None:
         if reason is not None:
             hint = hedging_hint if reason == _HEDGING_IS_ASYNC else ""
             raise TypeError(f"HTTP client {self.name!r}: {reason}{hint}")
+
+
+def _refuse_environment(name: str) -> None:
+    """Refuse client variables for a client whose pipeline was given in code.
+
+    No variable can reach inside a `ResiliencePipeline`; ignoring the
+    operator's would be the silent surprise this refuses.
+
+    Raises:
+        ValueError: Naming the variables and what to do.
+    """
+    variables = client_environment(os.environ, name)
+    if variables:
+        raise ValueError(
+            f"HTTP client {name!r} runs a pipeline given in code, which the "
+            f"environment cannot change, but {', '.join(variables)} "
+            f"{'is' if len(variables) == 1 else 'are'} set for it: unset "
+            f"{'it' if len(variables) == 1 else 'them'}, or give the client "
+            "options instead of a pipeline"
+        )

@@ -43,6 +43,16 @@ def _bounded(when: float, timeout: float | None, error: type[Exception]) -> floa
     return left if timeout is None or left < timeout else timeout
 
 
+def _left(timeout: float | None, error: type[Exception]) -> float | None:
+    """`timeout` cut to the thread's attempt deadline; as it is outside an attempt.
+
+    Raises:
+        error: The attempt has no time left.
+    """
+    when = ATTEMPT_DEADLINE.due()
+    return timeout if when is None else _bounded(when, timeout, error)
+
+
 class NetworkStream(Protocol):
     """What httpcore's sync network streams offer (``httpcore.NetworkStream``)."""
 
@@ -119,10 +129,7 @@ class DeadlineStream:
         Raises:
             httpx.ReadTimeout: No time is left.
         """
-        when = ATTEMPT_DEADLINE.due()
-        if when is not None:
-            timeout = _bounded(when, timeout, httpx.ReadTimeout)
-        return self._stream.read(max_bytes, timeout)
+        return self._stream.read(max_bytes, _left(timeout, httpx.ReadTimeout))
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
         """Write; each piece of `WRITE_PIECE` bytes for at most the time left.
@@ -153,9 +160,7 @@ class DeadlineStream:
         Raises:
             httpx.ConnectTimeout: No time is left.
         """
-        when = ATTEMPT_DEADLINE.due()
-        if when is not None:
-            timeout = _bounded(when, timeout, httpx.ConnectTimeout)
+        timeout = _left(timeout, httpx.ConnectTimeout)
         return DeadlineStream(
             self._stream.start_tls(ssl_context, server_hostname, timeout)
         )
@@ -197,14 +202,11 @@ class DeadlineBackend:
         Raises:
             httpx.ConnectTimeout: No time is left.
         """
-        when = ATTEMPT_DEADLINE.due()
-        if when is not None:
-            timeout = _bounded(when, timeout, httpx.ConnectTimeout)
         return DeadlineStream(
             self._backend.connect_tcp(
                 host,
                 port,
-                timeout=timeout,
+                timeout=_left(timeout, httpx.ConnectTimeout),
                 local_address=local_address,
                 socket_options=socket_options,
             )
@@ -218,9 +220,7 @@ class DeadlineBackend:
         Raises:
             httpx.ConnectTimeout: No time is left.
         """
-        when = ATTEMPT_DEADLINE.due()
-        if when is not None:
-            timeout = _bounded(when, timeout, httpx.ConnectTimeout)
+        timeout = _left(timeout, httpx.ConnectTimeout)
         return DeadlineStream(
             self._backend.connect_unix_socket(
                 path, timeout=timeout, socket_options=socket_options

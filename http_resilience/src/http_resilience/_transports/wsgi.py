@@ -9,50 +9,32 @@ so the sync clients' calls made there (`create_client`, a factory's
 
 from __future__ import annotations
 
-import sys
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack
 from http import HTTPStatus
-from typing import Any, TypeVar, cast
+from typing import TypeVar, cast
 
-from http_resilience._core.correlation import (
-    correlation_id,
-    inbound_correlation_id,
-    new_correlation_id,
-)
-from http_resilience._core.deadline import DEADLINE_HEADER, deadline_scope
+from http_resilience._core.correlation import inbound_correlation_id
 from http_resilience._core.nested import (
-    RETRY_ATTEMPT_HEADER,
-    RETRY_EXHAUSTED_HEADER,
     DownstreamRecord,
-    caller_attempt_scope,
-    downstream_scope,
 )
-from http_resilience._primitives.durations import DurationInput
 from http_resilience._primitives.wsgi_context import serve_in_context
 from http_resilience._transports.asgi import problem_for
-from http_resilience._transports.correlation import DEFAULT_CORRELATION_HEADER
 from http_resilience._transports.wsgi_inbound import (
-    checked_limits,
-    checked_trusted,
+    InboundContext,
     lowered,
     read_attempt,
-    read_deadline,
-    trusts,
-)
-from http_resilience._transports.wsgi_inbound import (
-    default_deadline as default_deadline_of,
 )
 from http_resilience._transports.wsgi_types import (
     StartResponse,
+    WatchedStart,
     WSGIApplication,
     WSGIEnvironment,
     check_app,
     enter_stack,
     environ_key,
     header_bytes,
-    problem_response,
+    start_problem,
     status_code,
 )
 
@@ -65,11 +47,12 @@ __all__ = [
 TrustedCaller = Callable[[WSGIEnvironment], bool]
 """Whether the caller's own headers are believed, told from its WSGI environ."""
 
-Write = Callable[[bytes], object]
 _T = TypeVar("_T")
 
 
-class ResilienceContextMiddleware:
+class ResilienceContextMiddleware(
+    InboundContext[WSGIApplication, WSGIEnvironment, str]
+):
     """Carries the caller's deadline, retry and correlation id into a WSGI app.
 
     The twin of `http_resilience.ResilienceContextMiddleware`, with the same
@@ -97,39 +80,27 @@ class ResilienceContextMiddleware:
 
     Args:
         app: The WSGI application to wrap.
-        safety_margin: Seconds taken off the caller's deadline, for the answer
-            to travel back. Default 0.05.
-        max_deadline: The longest deadline a caller may give, in seconds; a
-            larger one is clamped to it (to `default_deadline`, when that is
-            set). Default 300.
-        deadline_header: The header of the caller's time left, in integer
-            milliseconds; None reads none. Default ``X-Request-Timeout-Ms``.
-        attempt_header: The header of the caller's attempt number; None reads
-            none. Default ``X-Retry-Attempt``.
-        correlation_header: The header of the caller's correlation id; None
-            reads none. Default ``X-Correlation-ID``.
-        exhausted_header: The header written on a failed answer after a
-            call of the app gave up on its retries; None writes none (and
-            leaves escaping exceptions alone). Default ``X-Retry-Exhausted``.
+        safety_margin: As for the ASGI middleware: default 0.05 seconds.
+        max_deadline: As for the ASGI middleware: default 300 seconds.
+        deadline_header: As for the ASGI middleware (None reads none).
+        attempt_header: As for the ASGI middleware (None reads none).
+        correlation_header: As for the ASGI middleware (None reads none).
+        exhausted_header: As for the ASGI middleware (None writes none).
         trusted: Called once per request with its WSGI environ: True when the
             caller's deadline, attempt and correlation id are read, False when
             they are ignored (the request gets `default_deadline`, no retry
             marker and a new id). Check the peer (``REMOTE_ADDR``, what the
             mesh verified), never what a caller could claim unchecked. A
             plain function. None, the default, trusts every caller.
-        default_deadline: The deadline of a request that brings none (or
-            whose caller is not trusted), and the longest any caller may give.
-            A `timedelta`, seconds, or a string such as ``"5s"``; positive, at
-            most `max_deadline`. None, the default: a request without a
-            deadline has none.
+        default_deadline: As for the ASGI middleware: the deadline of a
+            request that brings none (or whose caller is not trusted), and the
+            longest any caller may give; None, the default, sets none.
 
     Attributes:
         ignored: How many values of each header were ignored as malformed.
 
     Raises:
-        ValueError: A margin or limit that is negative, NaN or infinite, a
-            `default_deadline` that is no positive duration or is longer than
-            `max_deadline`, or a header name that is not one.
+        ValueError: As the ASGI middleware raises it.
         TypeError: `app` or `trusted` is not callable, `trusted` is
             ``async``, a header name is not a string (or None), a
             `default_deadline` of another type. At request time: `trusted`
@@ -156,43 +127,20 @@ class ResilienceContextMiddleware:
         >>> body.close()
     """
 
-    def __init__(
-        self,
-        app: WSGIApplication,
-        *,
-        safety_margin: float = 0.05,
-        max_deadline: float = 300.0,
-        deadline_header: str | None = DEADLINE_HEADER,
-        attempt_header: str | None = RETRY_ATTEMPT_HEADER,
-        correlation_header: str | None = DEFAULT_CORRELATION_HEADER,
-        exhausted_header: str | None = RETRY_EXHAUSTED_HEADER,
-        trusted: TrustedCaller | None = None,
-        default_deadline: DurationInput | None = None,
-    ) -> None:
+    _where = "the WSGI environ"
+
+    def _check_app(self, app: WSGIApplication) -> None:
         check_app(app)
-        checked_limits(safety_margin, max_deadline)
-        self.app = app
-        self.safety_margin = safety_margin
-        self.max_deadline = max_deadline
-        self.trusted: TrustedCaller | None = checked_trusted(
-            trusted, "the WSGI environ"
-        )
-        self.default_deadline = default_deadline_of(default_deadline, max_deadline)
-        self._default = (
-            None
-            if self.default_deadline is None
-            else self.default_deadline.total_seconds()
-        )
-        self._longest = max_deadline if self._default is None else self._default
-        self._deadline = _key(deadline_header, "deadline_header")
-        self._attempt = _key(attempt_header, "attempt_header")
-        self._correlation = _key(correlation_header, "correlation_header")
-        self._exhausted = (
-            None
-            if lowered(exhausted_header, "exhausted_header") is None
-            else exhausted_header
-        )
-        self.ignored: Counter[str] = Counter()
+
+    def _key(self, header: object, name: str) -> str | None:
+        """The environ key of `header`, once it is checked; None for None."""
+        if lowered(header, name) is None:
+            return None
+        return environ_key(cast("str", header))
+
+    def _mark(self, header: object, name: str) -> str | None:
+        """`header` as given, once it is checked; None for None."""
+        return None if lowered(header, name) is None else cast("str", header)
 
     def __call__(
         self, environ: WSGIEnvironment, start_response: StartResponse
@@ -200,7 +148,7 @@ class ResilienceContextMiddleware:
         """Run the app, and read its body, with the caller's context set."""
         enter_stack(environ, "ResilienceContextMiddleware")
         deadline = attempt = correlation = None
-        if trusts(self.trusted, environ):
+        if self._trusts(environ):
             deadline = self._read(environ, self._deadline, "deadline", self._seconds)
             attempt = self._read(environ, self._attempt, "attempt", read_attempt)
             correlation = self._read(
@@ -209,22 +157,11 @@ class ResilienceContextMiddleware:
                 "correlation",
                 lambda value: inbound_correlation_id([value]),
             )
-        if deadline is None:
-            deadline = self._default
-        if correlation is None and self._correlation is not None:
-            # One id for every call the request makes, as if the caller sent it.
-            correlation = new_correlation_id()
 
         def start(stack: ExitStack) -> Iterable[bytes]:
-            if deadline is not None:
-                stack.enter_context(deadline_scope(deadline))
-            if attempt is not None:
-                stack.enter_context(caller_attempt_scope(attempt))
-            if correlation is not None:
-                stack.enter_context(correlation_id(correlation))
-            if self._exhausted is None:
+            record = self._enter(stack, deadline, attempt, correlation)
+            if record is None or self._exhausted is None:
                 return self.app(environ, start_response)
-            record = stack.enter_context(downstream_scope())
             return self._answer(environ, start_response, record, self._exhausted)
 
         return serve_in_context(start)
@@ -237,40 +174,28 @@ class ResilienceContextMiddleware:
         header: str,
     ) -> Iterable[bytes]:
         """Run the app; say on its failed answer that a dependency's retries ran out."""
-        started = False
 
-        def answer(
-            status: str, headers: list[tuple[str, str]], exc_info: Any = None
-        ) -> Write:
-            nonlocal started
-            started = True
+        def marked(status: str) -> tuple[tuple[str, str], ...]:
             if record.exhausted and status_code(status) >= 400:
-                headers = [*headers, (header, "1")]
-            if exc_info is None:
-                return start_response(status, headers)
-            return start_response(status, headers, exc_info)
+                return ((header, "1"),)
+            return ()
 
+        answer = WatchedStart(start_response, marked)
         try:
             return self.app(environ, cast("StartResponse", answer))
         except Exception as error:
             if not record.exhausted:
                 raise
-            replacing = sys.exc_info() if started else None
+            replacing = answer.replacing()
             mark = ((header.encode("latin-1"), b"1"),)
             problem = problem_for(error)
             if problem is not None:  # an outage, as `ResilienceErrorMiddleware` says
-                status, headers, body = problem_response(*problem, mark)
-                start_response(status, headers, replacing)
-                return [body]
+                return [start_problem(start_response, *problem, replacing, mark)]
             # Anything else may be a bug: answered, and raised on to be logged.
-            status, headers, body = problem_response(
-                HTTPStatus.SERVICE_UNAVAILABLE, None, mark
+            body = start_problem(
+                start_response, HTTPStatus.SERVICE_UNAVAILABLE, None, replacing, mark
             )
-            start_response(status, headers, replacing)
             return _then_raise(body, error)
-
-    def _seconds(self, value: bytes) -> float | None:
-        return read_deadline(value, self.safety_margin, self._longest)
 
     def _read(
         self,
@@ -285,10 +210,7 @@ class ResilienceContextMiddleware:
         if found is None:
             return None
         value = header_bytes(found)
-        taken = None if value is None else read(value)
-        if taken is None:
-            self.ignored[kind] += 1
-        return taken
+        return self._counted(kind, None if value is None else read(value))
 
 
 class ResilienceErrorMiddleware:
@@ -337,34 +259,17 @@ class ResilienceErrorMiddleware:
     ) -> Iterable[bytes]:
         """Run the app; answer an error that maps, raised by its call."""
         enter_stack(environ, "ResilienceErrorMiddleware")
-        started = False
-
-        def watched(
-            status: str, headers: list[tuple[str, str]], exc_info: Any = None
-        ) -> Write:
-            nonlocal started
-            started = True
-            if exc_info is None:
-                return start_response(status, headers)
-            return start_response(status, headers, exc_info)
-
+        watched = WatchedStart(start_response)
         try:
             return self.app(environ, cast("StartResponse", watched))
         except Exception as error:
             problem = problem_for(error)
             if problem is None:
                 raise
-            status, headers, body = problem_response(*problem)
-            start_response(status, headers, sys.exc_info() if started else None)
-            return [body]
+            return [start_problem(start_response, *problem, watched.replacing())]
 
 
 def _then_raise(body: bytes, error: Exception) -> Iterator[bytes]:
     """The answer's body, then `error`: the answer is sent, and the server logs it."""
     yield body
     raise error
-
-
-def _key(header: str | None, name: str) -> str | None:
-    """The environ key of `header`, once it is checked; None for None."""
-    return None if lowered(header, name) is None else environ_key(cast("str", header))

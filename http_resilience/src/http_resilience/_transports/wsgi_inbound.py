@@ -1,8 +1,9 @@
 """What the context middleware decides from a caller's headers, whatever the server.
 
 The checks of `ResilienceContextMiddleware`'s options and the reading of the
-deadline and attempt headers, as plain functions: the WSGI middleware calls
-them, with the ASGI middleware's rules and messages.
+deadline and attempt headers, as plain functions, and `InboundContext`, what
+the ASGI and the WSGI middleware share: their checked options, the count of
+what was ignored, and the request's context set from what was read.
 """
 
 from __future__ import annotations
@@ -11,21 +12,38 @@ import functools
 import inspect
 import math
 import re
+from collections import Counter
 from collections.abc import Callable
+from contextlib import ExitStack
 from datetime import timedelta
-from typing import Any, Final, cast
+from typing import Any, ClassVar, Final, Generic, TypeVar, cast
 
+from http_resilience._core.correlation import correlation_id, new_correlation_id
+from http_resilience._core.deadline import DEADLINE_HEADER, deadline_scope
+from http_resilience._core.nested import (
+    RETRY_ATTEMPT_HEADER,
+    RETRY_EXHAUSTED_HEADER,
+    DownstreamRecord,
+    caller_attempt_scope,
+    downstream_scope,
+)
 from http_resilience._core.raw_headers import is_token
-from http_resilience._primitives.durations import in_seconds, read_duration
+from http_resilience._primitives.durations import (
+    DurationInput,
+    in_seconds,
+    read_duration,
+)
+from http_resilience._transports.correlation import DEFAULT_CORRELATION_HEADER
 
 __all__ = [
     "MAX_ATTEMPT",
+    "InboundContext",
     "checked_limits",
     "checked_trusted",
-    "default_deadline",
     "lowered",
     "read_attempt",
     "read_deadline",
+    "read_default_deadline",
     "trusts",
 ]
 
@@ -123,7 +141,7 @@ def trusts(trusted: Callable[[Any], bool] | None, request: object) -> bool:
     raise TypeError(f"trusted must return True or False, got {type(verdict).__name__}")
 
 
-def default_deadline(value: object, max_deadline: float) -> timedelta | None:
+def read_default_deadline(value: object, max_deadline: float) -> timedelta | None:
     """`value` read as a duration: positive, and no longer than `max_deadline`.
 
     Raises:
@@ -172,3 +190,109 @@ def lowered(header: object, name: str) -> str | None:
     if not is_token(header):
         raise ValueError(f"{name} {header!r} is not an HTTP header name")
     return header.lower()
+
+
+AppT = TypeVar("AppT")
+RequestT = TypeVar("RequestT")
+KeyT = TypeVar("KeyT")
+_T = TypeVar("_T")
+
+
+class InboundContext(Generic[AppT, RequestT, KeyT]):
+    """The constructor and the reading both context middlewares share.
+
+    `AppT` is the app they wrap, `RequestT` what `trusted` is told a request
+    by (the ASGI scope, the WSGI environ), and `KeyT` how a header is looked
+    up and written (`_key`, `_mark`). The arguments, attributes and errors
+    are `ResilienceContextMiddleware`'s.
+    """
+
+    _where: ClassVar[str]
+    """What `trusted` is called with, for its error message."""
+
+    def __init__(
+        self,
+        app: AppT,
+        *,
+        safety_margin: float = 0.05,
+        max_deadline: float = 300.0,
+        deadline_header: str | None = DEADLINE_HEADER,
+        attempt_header: str | None = RETRY_ATTEMPT_HEADER,
+        correlation_header: str | None = DEFAULT_CORRELATION_HEADER,
+        exhausted_header: str | None = RETRY_EXHAUSTED_HEADER,
+        trusted: Callable[[RequestT], bool] | None = None,
+        default_deadline: DurationInput | None = None,
+    ) -> None:
+        self._check_app(app)
+        self.app = app
+        checked_limits(safety_margin, max_deadline)
+        self.safety_margin = safety_margin
+        self.max_deadline = max_deadline
+        self.trusted: Callable[[RequestT], bool] | None = checked_trusted(
+            trusted, self._where
+        )
+        self.default_deadline = read_default_deadline(default_deadline, max_deadline)
+        self._default = (
+            None
+            if self.default_deadline is None
+            else self.default_deadline.total_seconds()
+        )
+        self._longest = max_deadline if self._default is None else self._default
+        self._deadline: KeyT | None = self._key(deadline_header, "deadline_header")
+        self._attempt: KeyT | None = self._key(attempt_header, "attempt_header")
+        self._correlation: KeyT | None = self._key(
+            correlation_header, "correlation_header"
+        )
+        self._exhausted: KeyT | None = self._mark(exhausted_header, "exhausted_header")
+        self.ignored: Counter[str] = Counter()
+
+    def _check_app(self, app: AppT) -> None:
+        """Refuse an `app` that cannot be one; by default, take any."""
+
+    def _key(self, header: object, name: str) -> KeyT | None:
+        """How header `name` is looked up, once checked; None for None."""
+        raise NotImplementedError
+
+    def _mark(self, header: object, name: str) -> KeyT | None:
+        """How header `name` is written, once checked; None for None."""
+        raise NotImplementedError
+
+    def _trusts(self, request: RequestT) -> bool:
+        return trusts(self.trusted, request)
+
+    def _counted(self, kind: str, taken: _T | None) -> _T | None:
+        """`taken`; when it is None (a malformed value), counted as ignored."""
+        if taken is None:
+            self.ignored[kind] += 1
+        return taken
+
+    def _seconds(self, value: bytes) -> float | None:
+        """The seconds the caller's deadline header leaves, within the limits."""
+        return read_deadline(value, self.safety_margin, self._longest)
+
+    def _enter(
+        self,
+        stack: ExitStack,
+        deadline: float | None,
+        attempt: int | None,
+        correlation: str | None,
+    ) -> DownstreamRecord | None:
+        """Set the request's context on `stack`; the record of its calls, if kept.
+
+        A request without a deadline gets `default_deadline` (if any), and one
+        without a correlation id a new one: one id for every call the request
+        makes, as if the caller sent it.
+        """
+        if deadline is None:
+            deadline = self._default
+        if correlation is None and self._correlation is not None:
+            correlation = new_correlation_id()
+        if deadline is not None:
+            stack.enter_context(deadline_scope(deadline))
+        if attempt is not None:
+            stack.enter_context(caller_attempt_scope(attempt))
+        if correlation is not None:
+            stack.enter_context(correlation_id(correlation))
+        if self._exhausted is None:
+            return None
+        return stack.enter_context(downstream_scope())

@@ -6,25 +6,33 @@ Django's apps satisfy: `http_resilience` depends on no web framework.
 
 from __future__ import annotations
 
-from collections.abc import Coroutine, Iterator, MutableMapping
+import sys
+from collections.abc import Callable, Coroutine, Iterator, MutableMapping, Sequence
 from http import HTTPStatus
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
 
 from http_resilience._transports.asgi import Message, send_problem
+
+if TYPE_CHECKING:
+    from _typeshed import OptExcInfo
 from http_resilience._transports.stack import enter_stack as enter_asgi_stack
 
 __all__ = [
     "StartResponse",
     "WSGIApplication",
     "WSGIEnvironment",
+    "WatchedStart",
     "check_app",
     "enter_stack",
     "environ_key",
     "header_bytes",
     "problem_response",
+    "start_problem",
     "status_code",
 ]
+
+Write = Callable[[bytes], object]
 
 
 def check_app(app: object) -> None:
@@ -124,6 +132,55 @@ def problem_response(
         for name, value in start["headers"]
     ]
     return f"{status.value} {status.phrase}", head, bytes(body["body"])
+
+
+def start_problem(
+    start_response: StartResponse,
+    status: HTTPStatus,
+    wait: float | None,
+    replacing: OptExcInfo | None,
+    extra: tuple[tuple[bytes, bytes], ...] = (),
+) -> bytes:
+    """Start the problem answer (`problem_response`) in place of any begun; its body."""
+    line, headers, body = problem_response(status, wait, extra)
+    start_response(line, headers, replacing)
+    return body
+
+
+class WatchedStart:
+    """The ``start_response`` an app is given: it notes that the app called it.
+
+    Args:
+        start_response: The server's.
+        more: Told the status, the headers to add to the app's; None adds none.
+    """
+
+    __slots__ = ("_more", "_start_response", "started")
+
+    def __init__(
+        self,
+        start_response: StartResponse,
+        more: Callable[[str], Sequence[tuple[str, str]]] | None = None,
+    ) -> None:
+        self._start_response = start_response
+        self._more = more
+        self.started = False
+
+    def __call__(
+        self, status: str, headers: list[tuple[str, str]], exc_info: Any = None
+    ) -> Write:
+        """Start the answer through the server's ``start_response``."""
+        self.started = True
+        added = () if self._more is None else self._more(status)
+        if added:
+            headers = [*headers, *added]
+        if exc_info is None:
+            return self._start_response(status, headers)
+        return self._start_response(status, headers, exc_info)
+
+    def replacing(self) -> OptExcInfo | None:
+        """The error being handled, to replace a begun answer with; None if none."""
+        return sys.exc_info() if self.started else None
 
 
 def _run_at_once(coroutine: Coroutine[Any, Any, None]) -> None:
