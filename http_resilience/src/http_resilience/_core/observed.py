@@ -13,7 +13,8 @@ hold a span open around the call, with the events of its attempts inside it.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Protocol, TypeAlias, TypeVar, runtime_checkable
+from types import TracebackType
+from typing import Protocol, Self, TypeAlias, TypeVar, runtime_checkable
 
 import httpx
 
@@ -87,7 +88,8 @@ class _Reporter:
         self.now = now
         self.observers = _observers(telemetry.listeners)
 
-    def start(self, call: Call) -> list[RequestEnd]:
+    def observing(self, call: Call) -> _Observation:
+        """Tell the observers `call` starts; the `with` block around it ends it."""
         ends: list[RequestEnd] = []
         for observer in self.observers:
             try:
@@ -96,27 +98,56 @@ class _Reporter:
                 )
             except Exception:
                 LOGGER.exception("an http_resilience request observer raised")
-        return ends
+        return _Observation(self, call, ends, self.now())
 
-    def end(
-        self,
-        call: Call,
-        ends: list[RequestEnd],
-        started: float,
-        outcome: str,
-        rejected: bool,
+
+class _Observation:
+    """One call while it runs: a `with` block around it reports its end.
+
+    `answered` reports a response; leaving the block by an exception reports
+    the exception (refused here, or not), and lets it go on.
+    """
+
+    __slots__ = ("_call", "_ends", "_reporter", "_started")
+
+    def __init__(
+        self, reporter: _Reporter, call: Call, ends: list[RequestEnd], started: float
     ) -> None:
+        self._reporter = reporter
+        self._call = call
+        self._ends = ends
+        self._started = started
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if exc is not None:
+            self._end(type(exc).__name__, isinstance(exc, LOCAL_REFUSALS))
+
+    def answered(self, response: httpx.Response) -> httpx.Response:
+        """Report the call's end with `response`; return it."""
+        self._end(str(response.status_code), False)
+        return response
+
+    def _end(self, outcome: str, rejected: bool) -> None:
+        reporter, call = self._reporter, self._call
         event = RequestEvent(
             call.client,
             call.method,
             call.host,
             outcome,
-            self.now() - started,
+            reporter.now() - self._started,
             rejected,
         )
-        self.telemetry.request(event)
+        reporter.telemetry.request(event)
         # Innermost first: what the last observer opened closes first.
-        for end in reversed(ends):
+        for end in reversed(self._ends):
             try:
                 end(event)
             except Exception:
@@ -133,17 +164,8 @@ class _ObservedAsync:
         self._reporter = reporter
 
     async def handle(self, request: httpx.Request, call: Call) -> httpx.Response:
-        reporter = self._reporter
-        ends = reporter.start(call)
-        started = reporter.now()
-        try:
-            response = await self._next.handle(request, call)
-        except BaseException as exc:
-            rejected = isinstance(exc, LOCAL_REFUSALS)
-            reporter.end(call, ends, started, type(exc).__name__, rejected)
-            raise
-        reporter.end(call, ends, started, str(response.status_code), False)
-        return response
+        with self._reporter.observing(call) as observation:
+            return observation.answered(await self._next.handle(request, call))
 
 
 class _ObservedSync:
@@ -156,14 +178,5 @@ class _ObservedSync:
         self._reporter = reporter
 
     def handle_sync(self, request: httpx.Request, call: Call) -> httpx.Response:
-        reporter = self._reporter
-        ends = reporter.start(call)
-        started = reporter.now()
-        try:
-            response = self._next.handle_sync(request, call)
-        except BaseException as exc:
-            rejected = isinstance(exc, LOCAL_REFUSALS)
-            reporter.end(call, ends, started, type(exc).__name__, rejected)
-            raise
-        reporter.end(call, ends, started, str(response.status_code), False)
-        return response
+        with self._reporter.observing(call) as observation:
+            return observation.answered(self._next.handle_sync(request, call))

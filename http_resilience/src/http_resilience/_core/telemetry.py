@@ -78,24 +78,17 @@ class Telemetry:
         self, method: str, host: str, attempt: int, outcome: str, duration: float
     ) -> None:
         """One physical attempt ended with `outcome` after `duration` seconds."""
-        if LOGGER.isEnabledFor(logging.DEBUG):
-            LOGGER.debug(
-                "%s %s (client %r): attempt %d ended with %s after %.3f s",
-                method,
-                host,
-                self.client,
-                attempt,
-                outcome,
-                duration,
-                extra=self._extra(
-                    "attempt",
-                    method,
-                    host,
-                    resilience_attempt=attempt,
-                    resilience_reason=outcome,
-                    resilience_duration_s=duration,
-                ),
-            )
+        self._log(
+            logging.DEBUG,
+            "attempt",
+            method,
+            host,
+            "attempt %d ended with %s after %.3f s",
+            (attempt, outcome, duration),
+            resilience_attempt=attempt,
+            resilience_reason=outcome,
+            resilience_duration_s=duration,
+        )
         if self.listeners:
             self._emit(
                 AttemptEvent(self.client, method, host, attempt, outcome, duration)
@@ -114,23 +107,17 @@ class Telemetry:
 
         `correlation`: the id the call carries, if known (`correlation_of`).
         """
-        LOGGER.warning(
-            "%s %s (client %r): attempt %d failed with %s; retrying in %.3f s",
+        self._log(
+            logging.WARNING,
+            "retry",
             method,
             host,
-            self.client,
-            attempt,
-            reason,
-            delay,
-            extra=self._extra(
-                "retry",
-                method,
-                host,
-                correlation,
-                resilience_attempt=attempt,
-                resilience_delay_s=delay,
-                resilience_reason=reason,
-            ),
+            "attempt %d failed with %s; retrying in %.3f s",
+            (attempt, reason, delay),
+            correlation,
+            resilience_attempt=attempt,
+            resilience_delay_s=delay,
+            resilience_reason=reason,
         )
         if self.listeners:
             self._emit(RetryEvent(self.client, method, host, attempt, delay, reason))
@@ -139,42 +126,31 @@ class Telemetry:
         self, method: str, host: str, attempt: int, after: float, reason: str
     ) -> None:
         """Hedged attempt `attempt` is sent `after` seconds into the call."""
-        LOGGER.info(
-            "%s %s (client %r): sending hedged attempt %d after %.3f s (%s)",
+        self._log(
+            logging.INFO,
+            "hedge",
             method,
             host,
-            self.client,
-            attempt,
-            after,
-            reason,
-            extra=self._extra(
-                "hedge",
-                method,
-                host,
-                resilience_attempt=attempt,
-                resilience_delay_s=after,
-                resilience_reason=reason,
-            ),
+            "sending hedged attempt %d after %.3f s (%s)",
+            (attempt, after, reason),
+            resilience_attempt=attempt,
+            resilience_delay_s=after,
+            resilience_reason=reason,
         )
         if self.listeners:
             self._emit(HedgeEvent(self.client, method, host, attempt, after, reason))
 
     def breaker(self, host: str, previous: BreakerState, current: BreakerState) -> None:
         """The breaker of `host` went from `previous` to `current`."""
-        LOGGER.log(
+        self._log(
             logging.WARNING if current == OPEN else logging.INFO,
-            "%s (client %r): circuit breaker %s -> %s",
+            "breaker",
+            None,
             host,
-            self.client,
-            previous,
-            current,
-            extra=self._extra(
-                "breaker",
-                None,
-                host,
-                resilience_state=current,
-                resilience_previous_state=previous,
-            ),
+            "circuit breaker %s -> %s",
+            (previous, current),
+            resilience_state=current,
+            resilience_previous_state=previous,
         )
         if self.listeners:
             self._emit(BreakerEvent(self.client, host, previous, current))
@@ -183,20 +159,18 @@ class Telemetry:
         self, method: str, host: str, caller_attempt: int, suppressed: bool
     ) -> None:
         """A call failed while its caller retries; `suppressed`: no retry here."""
-        LOGGER.info(
-            "%s %s (client %r): failed while the caller retries (its attempt %d); %s",
+        self._log(
+            logging.INFO,
+            "nested_retry",
             method,
             host,
-            self.client,
-            caller_attempt,
-            "not retried here" if suppressed else "retried here as well",
-            extra=self._extra(
-                "nested_retry",
-                method,
-                host,
-                resilience_attempt=caller_attempt,
-                resilience_reason="suppressed" if suppressed else "reported",
+            "failed while the caller retries (its attempt %d); %s",
+            (
+                caller_attempt,
+                "not retried here" if suppressed else "retried here as well",
             ),
+            resilience_attempt=caller_attempt,
+            resilience_reason="suppressed" if suppressed else "reported",
         )
         if self.listeners:
             self._emit(
@@ -210,15 +184,15 @@ class Telemetry:
         reason: RejectionReason,
     ) -> None:
         """A request was refused before sending."""
-        if LOGGER.isEnabledFor(logging.DEBUG):
-            LOGGER.debug(
-                "%s %s (client %r): refused, %s",
-                method,
-                host,
-                self.client,
-                reason,
-                extra=self._extra("rejection", method, host, resilience_reason=reason),
-            )
+        self._log(
+            logging.DEBUG,
+            "rejection",
+            method,
+            host,
+            "refused, %s",
+            (reason,),
+            resilience_reason=reason,
+        )
         if self.listeners:
             self._emit(RejectionEvent(self.client, method, host, reason))
 
@@ -226,20 +200,15 @@ class Telemetry:
         self, method: str, host: str, kind: Literal["attempt", "total"], after: float
     ) -> None:
         """An attempt, or the whole call, ran out of time after `after` seconds."""
-        LOGGER.warning(
-            "%s %s (client %r): %s timeout after %.3f s",
+        self._log(
+            logging.WARNING,
+            "timeout",
             method,
             host,
-            self.client,
-            kind,
-            after,
-            extra=self._extra(
-                "timeout",
-                method,
-                host,
-                resilience_reason=kind,
-                resilience_duration_s=after,
-            ),
+            "%s timeout after %.3f s",
+            (kind, after),
+            resilience_reason=kind,
+            resilience_duration_s=after,
         )
         if self.listeners:
             self._emit(TimeoutEvent(self.client, method, host, kind, after))
@@ -248,23 +217,46 @@ class Telemetry:
         """A logical call ended; to listeners only (attempts are what is logged)."""
         self._emit(event)
 
-    def _extra(
+    def _log(
         self,
+        level: int,
         event: str,
         method: str | None,
         host: str,
+        message: str,
+        args: tuple[object, ...],
         correlation: str | None = None,
         **fields: Any,
-    ) -> dict[str, Any]:
-        """The attributes a log record carries; see the module's docstring."""
-        return {
-            "resilience_event": event,
-            "resilience_client": self.client,
-            "resilience_method": method,
-            "resilience_host": host,
-            "correlation_id": correlation or current_correlation_id(),
-            **fields,
-        }
+    ) -> None:
+        """Log `message` after the call's ``METHOD host (client 'name'):``.
+
+        Its attributes (``extra``) are built only when `level` is logged; see
+        the module's docstring.
+        """
+        if not LOGGER.isEnabledFor(level):
+            return
+        named: tuple[str, ...]
+        if method is None:  # a breaker's line: per host, not per call
+            message, named = f"%s (client %r): {message}", (host, self.client)
+        else:
+            message = f"%s %s (client %r): {message}"
+            named = (method, host, self.client)
+        LOGGER.log(
+            level,
+            message,
+            *named,
+            *args,
+            extra={
+                "resilience_event": event,
+                "resilience_client": self.client,
+                "resilience_method": method,
+                "resilience_host": host,
+                "correlation_id": correlation or current_correlation_id(),
+                **fields,
+            },
+            # The record names the method that reports, as one logged by it.
+            stacklevel=2,
+        )
 
     def _emit(self, event: HttpEvent) -> None:
         for listener in self.listeners:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 
+from http_resilience._core.arguments import of_type
 from http_resilience._core.correlation import current_correlation_id
 from http_resilience._streams.options import StreamRetryOptions
 
@@ -61,12 +62,11 @@ def check_options(options: object, name: str) -> StreamRetryOptions:
     """`options`, or the defaults for None; a `TypeError` naming `name` otherwise."""
     if options is None:
         return _DEFAULT_OPTIONS
-    if not isinstance(options, StreamRetryOptions):
-        raise TypeError(
-            f"{name}() options must be a StreamRetryOptions or None, "
-            f"got {type(options).__name__}"
-        )
-    return options
+    return of_type(
+        options,
+        StreamRetryOptions,
+        f"{name}() options must be a StreamRetryOptions or None",
+    )
 
 
 def check_factory(factory: object, name: str) -> None:

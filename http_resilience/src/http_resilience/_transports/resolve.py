@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from http_resilience._core.arguments import of_type
 from http_resilience._core.clock import SYSTEM_CLOCK, Clock, reader
 from http_resilience._core.raw_headers import is_token
 from http_resilience._core.send import DeadlineTeller, deadline_teller
@@ -48,12 +49,11 @@ def checked_pipeline(
             f"HTTP client {name!r}: config= configures the standard pipeline; "
             "a pipeline= carries its own options"
         )
-    if not isinstance(pipeline, ResiliencePipeline):
-        raise TypeError(
-            f"HTTP client {name!r}: pipeline must be a ResiliencePipeline, "
-            f"got {type(pipeline).__qualname__}"
-        )
-    return pipeline
+    return of_type(
+        pipeline,
+        ResiliencePipeline,
+        f"HTTP client {name!r}: pipeline must be a ResiliencePipeline",
+    )
 
 
 def checked_options(options: object, name: str) -> HttpResilienceOptions:
@@ -62,12 +62,11 @@ def checked_options(options: object, name: str) -> HttpResilienceOptions:
     Raises:
         TypeError: They are of another type (named `name`).
     """
-    if not isinstance(options, HttpResilienceOptions):
-        raise TypeError(
-            f"HTTP client {name!r}: options must be HttpResilienceOptions or None, "
-            f"got {type(options).__qualname__}"
-        )
-    return options
+    return of_type(
+        options,
+        HttpResilienceOptions,
+        f"HTTP client {name!r}: options must be HttpResilienceOptions or None",
+    )
 
 
 def teller(header: object, clock: Clock | None, name: str) -> DeadlineTeller | None:
@@ -92,11 +91,11 @@ def check_deadline_header(header: object, name: str) -> str | None:
     """
     if header is None:
         return None
-    if not isinstance(header, str):
-        raise TypeError(
-            f"HTTP client {name!r}: deadline_header must be a header name or "
-            f"None, got {type(header).__qualname__}"
-        )
+    header = of_type(
+        header,
+        str,
+        f"HTTP client {name!r}: deadline_header must be a header name or None",
+    )
     if not is_token(header):
         raise ValueError(
             f"HTTP client {name!r}: deadline_header {header!r} is not an HTTP "
