@@ -49,6 +49,12 @@ class FakeClock:
     def advance(self, seconds: float) -> None:
         self.now += seconds
 
+    async def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+    def sleep_sync(self, seconds: float) -> None:
+        self.now += seconds
+
 
 class RecordingSink:
     """An `AuditSink` that keeps every record; it can be switched off."""

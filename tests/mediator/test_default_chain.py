@@ -123,6 +123,12 @@ class TracingClock:
         TRACE.append("clock")
         return 0.0
 
+    async def sleep(self, seconds: float) -> None:
+        raise AssertionError("the audit behavior never sleeps")
+
+    def sleep_sync(self, seconds: float) -> None:
+        raise AssertionError("the audit behavior never sleeps")
+
 
 class Records:
     def __init__(self) -> None:

@@ -44,6 +44,12 @@ class StepClock:
         self.now += 1.0
         return self.now
 
+    async def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+    def sleep_sync(self, seconds: float) -> None:
+        self.now += seconds
+
 
 class PlaceOrder(Command[str]):
     sku: str

@@ -1,29 +1,20 @@
-"""The only module of `mediator` that reads time; everything else takes a `Clock`."""
+"""Where `mediator` reads time; everything else takes a `Clock` or a `WallClock`.
+
+`Clock` and `SystemClock` are the primitives' (`mediator._primitives.clock`, a
+mirror of tools/primitives/clock.py), so `mediator.Clock` has the one shape
+every package's `Clock` has: `monotonic`, `sleep` and `sleep_sync`. A
+`FakeClock` of either resilience package is one. The wall clock, for what
+outlives a process, is this module's own.
+"""
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime
 from typing import Protocol, runtime_checkable
 
+from mediator._primitives.clock import Clock, SystemClock
+
 __all__ = ["Clock", "SystemClock", "SystemWallClock", "WallClock", "utc_now"]
-
-
-@runtime_checkable
-class Clock(Protocol):
-    """A monotonic clock in seconds; bind your own to control time in tests."""
-
-    def monotonic(self) -> float:
-        """Seconds since an arbitrary point; only differences mean anything."""
-        ...
-
-
-class SystemClock:
-    """The process's high-resolution monotonic clock."""
-
-    def monotonic(self) -> float:
-        """Seconds from `time.perf_counter`."""
-        return time.perf_counter()
 
 
 def utc_now() -> datetime:
