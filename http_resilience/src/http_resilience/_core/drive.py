@@ -1,9 +1,10 @@
 """What every strategy's driver holds: the handler inside it and the strategy.
 
 A strategy's decisions live in its strategy object; its async and sync
-drivers only hand each call to it and to the handler inside. `AsyncDriver`
-and `SyncDriver` are the part every driver has, so a driver states only its
-``handle`` (or ``handle_sync``).
+drivers only hand each call to it and to the handler inside. `Driver` is the
+part every driver has, whatever its colour; `AsyncDriver` and `SyncDriver`
+name the two colours, so a driver states only its ``handle`` (or
+``handle_sync``).
 """
 
 from __future__ import annotations
@@ -12,13 +13,14 @@ from typing import Generic, TypeVar
 
 from http_resilience._core.call import AsyncHandler, SyncHandler
 
-__all__ = ["AsyncDriver", "SyncDriver"]
+__all__ = ["AsyncDriver", "Driver", "SyncDriver"]
 
+H = TypeVar("H")
 S = TypeVar("S")
 
 
-class AsyncDriver(Generic[S]):
-    """An async link of the chain: `strategy` decides, `_next` is sent to.
+class Driver(Generic[H, S]):
+    """A link of the chain: `strategy` decides, `_next` is sent to.
 
     Args:
         next: The handler inside this one.
@@ -27,21 +29,18 @@ class AsyncDriver(Generic[S]):
 
     __slots__ = ("_next", "strategy")
 
-    def __init__(self, next: AsyncHandler, strategy: S) -> None:
+    def __init__(self, next: H, strategy: S) -> None:
         self._next = next
         self.strategy = strategy
 
 
-class SyncDriver(Generic[S]):
-    """`AsyncDriver` for a sync chain.
+class AsyncDriver(Driver[AsyncHandler, S]):
+    """A `Driver` of an async chain."""
 
-    Args:
-        next: The handler inside this one.
-        strategy: What decides for this step.
-    """
+    __slots__ = ()
 
-    __slots__ = ("_next", "strategy")
 
-    def __init__(self, next: SyncHandler, strategy: S) -> None:
-        self._next = next
-        self.strategy = strategy
+class SyncDriver(Driver[SyncHandler, S]):
+    """A `Driver` of a sync chain."""
+
+    __slots__ = ()

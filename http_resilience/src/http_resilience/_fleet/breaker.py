@@ -12,12 +12,15 @@ it, asking `fleet_probe` first.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Generator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, TypeVar
 
 import httpx
 
 from http_resilience._core.call import AsyncHandler, Call, SyncHandler
 from http_resilience._core.classify import is_classified_failure
+from http_resilience._core.drive import Driver
 from http_resilience._core.errors import BrokenCircuitError
 from http_resilience._core.host_registry import SHARED_HOST
 from http_resilience._strategies.breaker.strategy import (
@@ -38,6 +41,8 @@ __all__ = [
     "fleet_probe",
     "probe_raised",
 ]
+
+H = TypeVar("H")
 
 
 def breaker_strategy(
@@ -95,63 +100,71 @@ def probe_raised(
         share.probed(key, True)
 
 
-class AsyncSharedBreaker(AsyncBreaker):
+class _SharedBreaker(Driver[H, BreakerStrategy]):
+    """What both shared breakers hold: the transport's link to the fleet.
+
+    The slot is each subclass's: the sync breaker has slots of its own, and
+    two bases with slots cannot be combined.
+    """
+
+    __slots__ = ()
+    _share: ClientShare
+
+    def __init__(self, next: H, strategy: BreakerStrategy, share: ClientShare) -> None:
+        super().__init__(next, strategy)
+        # mypy reads only this class's (empty) slots; each subclass has `_share`.
+        self._share = share  # type: ignore[misc]
+
+    @property
+    def share(self) -> ClientShare:
+        """The transport's link to its `SharedState`."""
+        return self._share
+
+
+@contextmanager
+def _probing(
+    strategy: BreakerStrategy, share: ClientShare, call: Call
+) -> Generator[Callable[[httpx.Response], httpx.Response]]:
+    """Around one attempt: its outcome, if it is the fleet's probe, told to all.
+
+    Entered, it refuses a host the fleet holds open (`fleet_probe`). An
+    exception the attempt raises goes to `probe_raised`; its answer, passed
+    through the function it gives, to `ClientShare.probed`.
+    """
+    key = fleet_probe(strategy, share, call)
+
+    def answered(response: httpx.Response) -> httpx.Response:
+        nonlocal key
+        probe, key = key, None  # told once; what follows is not the attempt's
+        if probe is not None:
+            share.probed(probe, strategy.is_failure(response))
+        return response
+
+    try:
+        yield answered
+    except BaseException as exc:
+        if key is not None:
+            probe_raised(strategy, share, key, exc)
+        raise
+
+
+class AsyncSharedBreaker(_SharedBreaker[AsyncHandler], AsyncBreaker):
     """`AsyncBreaker`, behind the fleet's view of which hosts are open."""
 
     __slots__ = ("_share",)
 
-    def __init__(
-        self, next: AsyncHandler, strategy: BreakerStrategy, share: ClientShare
-    ) -> None:
-        super().__init__(next, strategy)
-        self._share = share
-
-    @property
-    def share(self) -> ClientShare:
-        """The transport's link to its `SharedState`."""
-        return self._share
-
     async def handle(self, request: httpx.Request, call: Call) -> httpx.Response:
         """Refuse a host the fleet holds open; else as `AsyncBreaker`."""
-        strategy, share = self.strategy, self._share
-        key = fleet_probe(strategy, share, call)
-        if key is None:
-            return await AsyncBreaker.handle(self, request, call)
-        try:
-            response = await AsyncBreaker.handle(self, request, call)
-        except BaseException as exc:
-            probe_raised(strategy, share, key, exc)
-            raise
-        share.probed(key, strategy.is_failure(response))
-        return response
+        with _probing(self.strategy, self._share, call) as answered:
+            return answered(await AsyncBreaker.handle(self, request, call))
 
 
-class SyncSharedBreaker(SyncBreaker):
+class SyncSharedBreaker(_SharedBreaker[SyncHandler], SyncBreaker):
     """`SyncBreaker`, behind the fleet's view of which hosts are open."""
 
     __slots__ = ("_share",)
 
-    def __init__(
-        self, next: SyncHandler, strategy: BreakerStrategy, share: ClientShare
-    ) -> None:
-        super().__init__(next, strategy)
-        self._share = share
-
-    @property
-    def share(self) -> ClientShare:
-        """The transport's link to its `SharedState`."""
-        return self._share
-
     def handle_sync(self, request: httpx.Request, call: Call) -> httpx.Response:
         """Refuse a host the fleet holds open; else as `SyncBreaker`."""
-        strategy, share = self.strategy, self._share
-        key = fleet_probe(strategy, share, call)
-        if key is None:
-            return SyncBreaker.handle_sync(self, request, call)
-        try:
-            response = SyncBreaker.handle_sync(self, request, call)
-        except BaseException as exc:
-            probe_raised(strategy, share, key, exc)
-            raise
-        share.probed(key, strategy.is_failure(response))
-        return response
+        with _probing(self.strategy, self._share, call) as answered:
+            return answered(SyncBreaker.handle_sync(self, request, call))

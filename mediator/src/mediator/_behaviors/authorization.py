@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
@@ -11,8 +10,9 @@ from typing import Any, ClassVar, Generic, NoReturn, TypeVar, cast
 from injector import inject
 
 from mediator._core.behavior import Next, SyncNext
+from mediator._core.components import Component, component, type_of
 from mediator._core.context import Principal, PrincipalProvider
-from mediator._core.errors import ForbiddenError, SyncPathError
+from mediator._core.errors import ForbiddenError
 from mediator._core.requests import Request
 from mediator._core.stage import Stage
 from mediator._core.wiring import Wiring
@@ -117,9 +117,7 @@ def requirements_of(request_type: type[Any]) -> tuple[Requirement, ...]:
     )
 
 
-_Rule = tuple[
-    frozenset[str], list[tuple[type[Policy[Any]], bool, Callable[[], Policy[Any]]]]
-]
+_Rule = tuple[frozenset[str], list[Component[Policy[Any]]]]
 
 
 class AuthorizationBehavior:
@@ -143,21 +141,10 @@ class AuthorizationBehavior:
         Raises:
             UnresolvableDependencyError: One of its policies cannot be built.
         """
-        requirements = requirements_of(request_type)
-        for requirement in requirements:
-            for policy in requirement.policies:
-                self._factory(policy)  # a policy that cannot be built fails the build
-        return bool(requirements)
+        # A policy that cannot be built fails the build.
+        return bool(self._rules_of(request_type))
 
-    def _factory(self, policy: type[Policy[Any]]) -> Callable[[], Policy[Any]]:
-        # The mediator's resolver compiles each class once, so asking again is a lookup.
-        return self._resolver.factory(
-            policy,
-            context=f"policy {policy.__qualname__} (module {policy.__module__})",
-        ).make
-
-    def _rules_of(self, request: object) -> list[_Rule]:
-        request_type = type(request)
+    def _rules_of(self, request_type: type[Any]) -> list[_Rule]:
         try:
             return self._rules[request_type]
         except KeyError:
@@ -165,10 +152,8 @@ class AuthorizationBehavior:
                 (
                     requirement.roles,
                     [
-                        (
-                            policy,
-                            inspect.iscoroutinefunction(policy.allows),
-                            self._factory(policy),
+                        component(
+                            self._resolver, policy, kind="policy", method="allows"
                         )
                         for policy in requirement.policies
                     ],
@@ -180,30 +165,24 @@ class AuthorizationBehavior:
     async def handle(self, request: Any, next: Next[Any]) -> Any:
         """Check, then run the rest of the chain."""
         principal = self._principal_for(request)
-        for roles, policies in self._rules_of(request):
+        for roles, policies in self._rules_of(type_of(request)):
             _check_roles(request, principal, roles)
-            for policy, is_async, make in policies:
-                verdict = make().allows(principal, request)
-                if is_async:
+            for policy in policies:
+                verdict = policy.make().allows(principal, request)
+                if policy.is_async:
                     verdict = await cast("Awaitable[bool]", verdict)
                 if not verdict:
-                    _deny(request, f"policy {policy.__qualname__} refused")
+                    _deny(request, f"policy {policy.cls.__qualname__} refused")
         return await next()
 
     def handle_sync(self, request: Any, next: SyncNext[Any]) -> Any:
         """The same on the sync path; an async policy is refused by name."""
         principal = self._principal_for(request)
-        for roles, policies in self._rules_of(request):
+        for roles, policies in self._rules_of(type_of(request)):
             _check_roles(request, principal, roles)
-            for policy, is_async, make in policies:
-                if is_async:
-                    raise SyncPathError(
-                        f"policy {policy.__qualname__} (module {policy.__module__}) "
-                        "is async, so send_sync cannot run it: await "
-                        "mediator.send(...) instead, or make allows() a plain def"
-                    )
-                if not make().allows(principal, request):
-                    _deny(request, f"policy {policy.__qualname__} refused")
+            for policy in policies:
+                if not policy.make_sync().allows(principal, request):
+                    _deny(request, f"policy {policy.cls.__qualname__} refused")
         return next()
 
     def _principal_for(self, request: Any) -> Principal:

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import inspect
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Iterable
 from typing import Any, ClassVar, Generic, TypeVar, cast
 
 import pydantic
 from injector import inject
 
 from mediator._core.behavior import Next, SyncNext
-from mediator._core.errors import FieldError, SyncPathError, ValidationError
+from mediator._core.components import Component, component, type_of
+from mediator._core.errors import FieldError, ValidationError
 from mediator._core.handlers import first_type_argument
 from mediator._core.requests import Request, is_request_type
 from mediator._core.stage import Stage
@@ -85,9 +85,6 @@ class ValidatorRegistry:
         ]
 
 
-_Check = tuple[str, bool, Callable[[], Validator[Any]]]  # name, is_async, factory
-
-
 class ValidationBehavior:
     """Raises one `ValidationError` with every failure of a request, or passes on.
 
@@ -102,7 +99,7 @@ class ValidationBehavior:
     def __init__(self, resolver: Wiring, registry: ValidatorRegistry) -> None:
         self._resolver = resolver
         self._registry = registry
-        self._checks: dict[type[Any], list[_Check]] = {}
+        self._checks: dict[type[Any], list[Component[Validator[Any]]]] = {}
 
     def applies_to(self, request_type: type[Any]) -> bool:
         """Whether the type has validators.
@@ -110,30 +107,15 @@ class ValidationBehavior:
         Raises:
             UnresolvableDependencyError: One of them cannot be built.
         """
-        if not is_request_type(request_type):
-            return False
-        classes = self._registry.for_type(request_type)
-        for cls in classes:
-            self._factory(cls)  # a validator that cannot be built fails the build
-        return bool(classes)
+        # A validator that cannot be built fails the build.
+        return is_request_type(request_type) and bool(self._checks_of(request_type))
 
-    def _factory(self, cls: type[Validator[Any]]) -> Callable[[], Validator[Any]]:
-        # The mediator's resolver compiles each class once, so asking again is a lookup.
-        return self._resolver.factory(
-            cls, context=f"validator {cls.__qualname__} (module {cls.__module__})"
-        ).make
-
-    def _checks_of(self, request: object) -> list[_Check]:
-        request_type = type(request)
+    def _checks_of(self, request_type: type[Any]) -> list[Component[Validator[Any]]]:
         try:
             return self._checks[request_type]
         except KeyError:
             checks = self._checks[request_type] = [
-                (
-                    f"{cls.__qualname__} (module {cls.__module__})",
-                    inspect.iscoroutinefunction(cls.validate),
-                    self._factory(cls),
-                )
+                component(self._resolver, cls, kind="validator", method="validate")
                 for cls in self._registry.for_type(request_type)
             ]
             return checks
@@ -141,9 +123,9 @@ class ValidationBehavior:
     async def handle(self, request: Any, next: Next[Any]) -> Any:
         """Validate, then run the rest of the chain."""
         errors = _model_errors(request)
-        for _, is_async, make in self._checks_of(request):
-            found = make().validate(request)
-            if is_async:
+        for check in self._checks_of(type_of(request)):
+            found = check.make().validate(request)
+            if check.is_async:
                 found = await cast("Awaitable[Iterable[FieldError]]", found)
             errors.extend(cast("Iterable[FieldError]", found))
         _raise_if_any(request, errors)
@@ -152,13 +134,9 @@ class ValidationBehavior:
     def handle_sync(self, request: Any, next: SyncNext[Any]) -> Any:
         """The same on the sync path; an async validator is refused by name."""
         errors = _model_errors(request)
-        for name, is_async, make in self._checks_of(request):
-            if is_async:
-                raise SyncPathError(
-                    f"validator {name} is async, so send_sync cannot run it: await "
-                    "mediator.send(...) instead, or make validate() a plain def"
-                )
-            errors.extend(cast("Iterable[FieldError]", make().validate(request)))
+        for check in self._checks_of(type_of(request)):
+            found = check.make_sync().validate(request)
+            errors.extend(cast("Iterable[FieldError]", found))
         _raise_if_any(request, errors)
         return next()
 

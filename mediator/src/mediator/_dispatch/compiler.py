@@ -36,9 +36,8 @@ from mediator._dispatch.requirements import NeedsCheck
 from mediator._dispatch.routes import (
     AsyncRoute,
     BehaviorInfo,
+    SendParts,
     SyncRoute,
-    async_route,
-    sync_route,
 )
 from mediator._dispatch.streams import StreamRoute, stream_route
 
@@ -185,12 +184,9 @@ class RouteCompiler:
                 continue
             needs.check(kind, applicable)
             scoped = factory.scoped or any(b.scoped for b in applicable)
-            routes.send[kind] = async_route(
-                info, factory.make, applicable, scoped=scoped, instance=factory.instance
-            )
-            routes.send_sync[kind] = sync_route(
-                info, factory.make, applicable, scoped=scoped, instance=factory.instance
-            )
+            parts = SendParts(info, factory.make, applicable, scoped, factory.instance)
+            routes.send[kind] = parts.async_route()
+            routes.send_sync[kind] = parts.sync_route()
         for kind in notification_types:
             routes.publish[kind] = self.publish_route(kind)
             routes.publish_sync[kind] = self.sync_publish_route(kind)

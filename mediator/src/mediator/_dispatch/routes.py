@@ -27,11 +27,10 @@ from mediator._dispatch.chain_sync import SyncHandle, SyncRoute, chain_sync
 __all__ = [
     "AsyncRoute",
     "BehaviorInfo",
+    "SendParts",
     "SyncRoute",
-    "async_route",
     "describe",
     "refuse",
-    "sync_route",
 ]
 
 
@@ -56,78 +55,84 @@ class BehaviorInfo:
 # --- send ----------------------------------------------------------------------
 
 
-def async_route(
-    info: HandlerInfo,
-    make: Callable[[], Any],
-    behaviors: list[BehaviorInfo],
-    *,
-    scoped: bool,
-    instance: Any = None,
-) -> AsyncRoute:
-    """The async route of a request type: behaviors, outermost first, around it.
+@dataclass(frozen=True, slots=True)
+class SendParts:
+    """What the routes of one request type are made of, on either path.
 
-    A singleton handler built already is called through its bound method. A
-    plain-def handler is built and called in a worker thread
-    (`mediator._core.threads`), so it never blocks the event loop; behaviors stay on
-    the loop, and a behavior with a ``handle_threaded`` (`TransactionBehavior`)
-    wraps it with that instead of ``handle``.
+    Attributes:
+        info: The request type's handler.
+        make: Builds the handler.
+        behaviors: The behaviors that apply to the type, outermost first.
+        scoped: Whether a send opens a request scope.
+        instance: The handler, when it is a singleton built already.
     """
-    if info.style is not CallStyle.SYNC:
 
-        def call_async(request: Any) -> Awaitable[Any]:
-            return make().handle(request)  # type: ignore[no-any-return]
+    info: HandlerInfo
+    make: Callable[[], Any]
+    behaviors: list[BehaviorInfo]
+    scoped: bool
+    instance: Any = None
 
-        route: AsyncRoute = call_async if instance is None else instance.handle
-        return chain(route, [b.instance.handle for b in behaviors], scoped=scoped)
+    def async_route(self) -> AsyncRoute:
+        """The async route of the request type: behaviors, outermost first, around it.
 
-    if instance is None:
+        A singleton handler built already is called through its bound method. A
+        plain-def handler is built and called in a worker thread
+        (`mediator._core.threads`), so it never blocks the event loop; behaviors
+        stay on the loop, and a behavior with a ``handle_threaded``
+        (`TransactionBehavior`) wraps it with that instead of ``handle``.
+        """
+        info, make, behaviors = self.info, self.make, self.behaviors
+        scoped, instance = self.scoped, self.instance
+        if info.style is not CallStyle.SYNC:
 
-        def call_in_thread(request: Any) -> Awaitable[Any]:
-            return in_thread(build_and_handle, make, request)
+            def call_async(request: Any) -> Awaitable[Any]:
+                return make().handle(request)  # type: ignore[no-any-return]
 
-        route = call_in_thread
-    else:
-        handle = instance.handle
+            route: AsyncRoute = call_async if instance is None else instance.handle
+            return chain(route, [b.instance.handle for b in behaviors], scoped=scoped)
 
-        def call_singleton_in_thread(request: Any) -> Awaitable[Any]:
-            return in_thread(handle, request)
+        if instance is None:
 
-        route = call_singleton_in_thread
-    handles = [
-        getattr(b.instance, "handle_threaded", None) or b.instance.handle
-        for b in behaviors
-    ]
-    return chain(route, handles, scoped=scoped)
+            def call_in_thread(request: Any) -> Awaitable[Any]:
+                return in_thread(build_and_handle, make, request)
 
+            route = call_in_thread
+        else:
+            handle = instance.handle
 
-def sync_route(
-    info: HandlerInfo,
-    make: Callable[[], Any],
-    behaviors: list[BehaviorInfo],
-    *,
-    scoped: bool,
-    instance: Any = None,
-) -> SyncRoute:
-    """The `send_sync` route; raises `SyncPathError` on use if a part is async only."""
-    if info.is_async:
-        return refuse(
-            f"{describe(info.handler)} handles {info.message_type.__qualname__} with "
-            "async def, so send_sync cannot run it: await mediator.send(...) "
-            "instead, or make handle() a plain def"
-        )
-    handles = sync_handles(behaviors)
-    if isinstance(handles, BehaviorInfo):
-        return refuse(
-            f"behavior {handles.name} applies to {info.message_type.__qualname__} "
-            "but has no handle_sync, so send_sync cannot run it: await "
-            "mediator.send(...) instead, or give the behavior a handle_sync"
-        )
+            def call_singleton_in_thread(request: Any) -> Awaitable[Any]:
+                return in_thread(handle, request)
 
-    def call(request: Any) -> Any:
-        return make().handle(request)
+            route = call_singleton_in_thread
+        handles = [
+            getattr(b.instance, "handle_threaded", None) or b.instance.handle
+            for b in behaviors
+        ]
+        return chain(route, handles, scoped=scoped)
 
-    route: SyncRoute = call if instance is None else instance.handle
-    return chain_sync(route, handles, scoped=scoped)
+    def sync_route(self) -> SyncRoute:
+        """The `send_sync` route; it raises `SyncPathError` if a part is async only."""
+        info, make, instance = self.info, self.make, self.instance
+        if info.is_async:
+            return refuse(
+                f"{describe(info.handler)} handles {info.message_type.__qualname__} "
+                "with async def, so send_sync cannot run it: await "
+                "mediator.send(...) instead, or make handle() a plain def"
+            )
+        handles = sync_handles(self.behaviors)
+        if isinstance(handles, BehaviorInfo):
+            return refuse(
+                f"behavior {handles.name} applies to {info.message_type.__qualname__} "
+                "but has no handle_sync, so send_sync cannot run it: await "
+                "mediator.send(...) instead, or give the behavior a handle_sync"
+            )
+
+        def call(request: Any) -> Any:
+            return make().handle(request)
+
+        route: SyncRoute = call if instance is None else instance.handle
+        return chain_sync(route, handles, scoped=self.scoped)
 
 
 def sync_handles(behaviors: list[BehaviorInfo]) -> list[SyncHandle] | BehaviorInfo:

@@ -6,7 +6,8 @@ defaults, and the builders of the two drivers.
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Callable
+from typing import Final, TypeVar
 
 from pydantic import BaseModel
 
@@ -24,6 +25,10 @@ from http_resilience._strategies.concurrency.strategy import (
 
 __all__ = ["DEFAULT_CONCURRENCY_LIMIT", "DEFAULT_QUEUE_LIMIT", "LimiterOptions"]
 
+
+H = TypeVar("H", AsyncHandler, SyncHandler)
+P = TypeVar("P", AsyncConcurrencyLimiter, ConcurrencyLimiter)
+D = TypeVar("D", AsyncLimiter, SyncLimiter)
 
 DEFAULT_CONCURRENCY_LIMIT: Final = 1000
 DEFAULT_QUEUE_LIMIT: Final = 0
@@ -57,20 +62,25 @@ class LimiterOptions(SyncStepDefaults, BaseModel):
         """A request may wait in the queue: time passes outside any attempt."""
         return self.queue_limit > 0
 
+    def _build(
+        self,
+        driver: Callable[[H, P, LimiterStrategy], D],
+        limiter: type[P],
+        next: H,
+        context: BuildContext,
+    ) -> D:
+        """`driver` around `next`, on this transport's own `limiter`."""
+        permits = limiter(permits=self.concurrency_limit, queue_limit=self.queue_limit)
+        return driver(next, permits, LimiterStrategy(context.telemetry))
+
     def build_async(
         self, next: AsyncHandler, context: BuildContext, place: Placement
     ) -> AsyncLimiter:
         """This transport's limiter, around `next`."""
-        limiter = AsyncConcurrencyLimiter(
-            permits=self.concurrency_limit, queue_limit=self.queue_limit
-        )
-        return AsyncLimiter(next, limiter, LimiterStrategy(context.telemetry))
+        return self._build(AsyncLimiter, AsyncConcurrencyLimiter, next, context)
 
     def build_sync(
         self, next: SyncHandler, context: BuildContext, place: Placement
     ) -> SyncLimiter:
         """This transport's limiter, for threads, around `next`."""
-        limiter = ConcurrencyLimiter(
-            permits=self.concurrency_limit, queue_limit=self.queue_limit
-        )
-        return SyncLimiter(next, limiter, LimiterStrategy(context.telemetry))
+        return self._build(SyncLimiter, ConcurrencyLimiter, next, context)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
-from typing import TYPE_CHECKING, ClassVar, Final
+from typing import TYPE_CHECKING, ClassVar, Final, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -29,6 +30,8 @@ __all__ = [
     "TimeoutOptions",
 ]
 
+
+H = TypeVar("H", AsyncHandler, SyncHandler)
 
 DEFAULT_ATTEMPT_TIMEOUT: Final = timedelta(seconds=10)
 DEFAULT_TOTAL_REQUEST_TIMEOUT: Final = timedelta(seconds=30)
@@ -65,29 +68,40 @@ class TimeoutOptions(SyncStepDefaults, BaseModel):
         """``"timeout 1 s"``."""
         return f"timeout {self.timeout.total_seconds():g} s"
 
-    def _deadline(self, context: BuildContext, place: Placement) -> Deadline:
-        return Deadline(
+    def _build(
+        self,
+        next: H,
+        context: BuildContext,
+        place: Placement,
+        cut: Callable[[Deadline], H],
+    ) -> H | Narrowing:
+        """`cut`'s timeout on this deadline where it must cut; else a narrowing."""
+        deadline = Deadline(
             seconds=self.timeout.total_seconds(),
             kind="total" if place.repeated else "attempt",
             clock=context.clock,
             telemetry=context.telemetry,
             own_time=place.owns_time and self.own_transport_timeout,
         )
+        return cut(deadline) if place.cut else Narrowing(next, deadline)
 
     def build_async(
         self, next: AsyncHandler, context: BuildContext, place: Placement
     ) -> AsyncHandler:
         """A timeout that cuts the task where it must, or only narrows."""
-        deadline = self._deadline(context, place)
-        if not place.cut:
-            return Narrowing(next, deadline)
-        return AsyncTimeout(next, deadline, context.shared(DeadlineTimer))
+        return self._build(
+            next,
+            context,
+            place,
+            lambda deadline: AsyncTimeout(
+                next, deadline, context.shared(DeadlineTimer)
+            ),
+        )
 
     def build_sync(
         self, next: SyncHandler, context: BuildContext, place: Placement
     ) -> SyncHandler:
         """A timeout held at the attempt's sockets where it must, or only narrows."""
-        deadline = self._deadline(context, place)
-        if not place.cut:
-            return Narrowing(next, deadline)
-        return SyncTimeout(next, deadline)
+        return self._build(
+            next, context, place, lambda deadline: SyncTimeout(next, deadline)
+        )
