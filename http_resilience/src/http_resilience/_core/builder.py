@@ -87,13 +87,13 @@ class BuildContext:
     overrides: Mapping[type[StepOptions], StepBuilder] = field(
         default_factory=dict["type[StepOptions]", "StepBuilder"]
     )
-    _shared: dict[object, object] = field(default_factory=dict[object, object])
+    _once: dict[object, object] = field(default_factory=dict[object, object])
 
-    def shared(self, make: Callable[[], T]) -> T:
+    def once(self, make: Callable[[], T]) -> T:
         """The one object `make` makes for this build: every step gets the same."""
-        found = self._shared.get(make)
+        found = self._once.get(make)
         if found is None:
-            found = self._shared[make] = make()
+            found = self._once[make] = make()
         return cast("T", found)
 
 

@@ -22,7 +22,7 @@ from http_resilience._core.call import AsyncHandler, Call, SyncHandler
 from http_resilience._core.classify import is_classified_failure
 from http_resilience._core.drive import Driver
 from http_resilience._core.errors import BrokenCircuitError
-from http_resilience._core.host_registry import SHARED_HOST
+from http_resilience._core.host_registry import ALL_HOSTS
 from http_resilience._strategies.breaker.strategy import (
     AsyncBreaker,
     BreakerStrategy,
@@ -75,7 +75,7 @@ def fleet_probe(
     """
     if not share.open_hosts:
         return None
-    key = call.host if strategy.registry is not None else SHARED_HOST
+    key = call.host if strategy.registry is not None else ALL_HOSTS
     if key in strategy.manual.isolated:
         return None
     fleet = share.open_hosts.get(key)

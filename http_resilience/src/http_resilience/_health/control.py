@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 
-from http_resilience._core.host_registry import SHARED_HOST
+from http_resilience._core.host_registry import ALL_HOSTS
 from http_resilience._core.hosts import NO_HOST, UNPARSEABLE_URL, host_key
 from http_resilience._core.telemetry import LOGGER
 from http_resilience._fleet.breaker import AsyncSharedBreaker, SyncSharedBreaker
@@ -37,7 +37,7 @@ def operator_host(value: object) -> str:
     """
     if not isinstance(value, str):
         raise TypeError(f"a host is a string; {_GIVE}, got {type(value).__qualname__}")
-    if value == SHARED_HOST:
+    if value == ALL_HOSTS:
         return value
     try:
         url = httpx.URL(value)
@@ -206,16 +206,16 @@ class CircuitControl:
         key = operator_host(host)
         for strategy in self._strategies:
             shared = strategy.registry is None
-            if shared and key != SHARED_HOST:
+            if shared and key != ALL_HOSTS:
                 raise ValueError(
                     f"HTTP client {self._name!r} shares one breaker between its "
                     f"hosts (breaker_per_host=False), so {key!r} cannot be told "
-                    f"apart: give {SHARED_HOST!r} for every host"
+                    f"apart: give {ALL_HOSTS!r} for every host"
                 )
-            if not shared and key == SHARED_HOST:
+            if not shared and key == ALL_HOSTS:
                 raise ValueError(
                     f"HTTP client {self._name!r} has a breaker per host: "
-                    f"{SHARED_HOST!r} is not a host; {_GIVE}"
+                    f"{ALL_HOSTS!r} is not a host; {_GIVE}"
                 )
         return key
 

@@ -18,7 +18,7 @@ from http_resilience._core.clock import Clock, reader
 from http_resilience._core.drive import AsyncDriver, SyncDriver
 from http_resilience._core.errors import BrokenCircuitError
 from http_resilience._core.events import BreakerState
-from http_resilience._core.host_registry import SHARED_HOST
+from http_resilience._core.host_registry import ALL_HOSTS
 from http_resilience._core.telemetry import Telemetry
 from http_resilience._strategies.breaker.control import ManualState
 from http_resilience._strategies.breaker.registry import HostRegistry, HostTransition
@@ -119,12 +119,12 @@ class BreakerStrategy:
             def moved(
                 breaker: CircuitBreaker, previous: BreakerState, current: BreakerState
             ) -> None:
-                tell(SHARED_HOST, previous, current)
+                tell(ALL_HOSTS, previous, current)
 
             shared = self._shared = self._new_breaker(moved)
-            shared.key = SHARED_HOST
+            shared.key = ALL_HOSTS
             self.breaker = lambda host: shared
-            self.breakers = lambda: [(SHARED_HOST, shared)]
+            self.breakers = lambda: [(ALL_HOSTS, shared)]
 
     @property
     def registry(self) -> HostRegistry | None:
@@ -187,10 +187,10 @@ class BreakerStrategy:
             if self._registry is not None:
                 found = self._registry.find(key)
             else:
-                found = self._shared if key == SHARED_HOST else None
+                found = self._shared if key == ALL_HOSTS else None
             if found is not None:
                 found.close()
-        key = call.host if self._registry is not None else SHARED_HOST
+        key = call.host if self._registry is not None else ALL_HOSTS
         return key in manual.isolated
 
     def is_failure(self, response: httpx.Response) -> bool:

@@ -93,9 +93,7 @@ class TimeoutOptions(SyncStepDefaults, BaseModel):
             next,
             context,
             place,
-            lambda deadline: AsyncTimeout(
-                next, deadline, context.shared(DeadlineTimer)
-            ),
+            lambda deadline: AsyncTimeout(next, deadline, context.once(DeadlineTimer)),
         )
 
     def build_sync(
