@@ -1,12 +1,12 @@
-"""The `__init__` each options model declares for type checkers matches its fields.
+"""Type checkers see each options model's duration fields take `DurationInput`.
 
-Type checkers take a pydantic field's annotation as its constructor parameter,
-so a `Duration` field would take only a `timedelta`; each model declares, under
-``if TYPE_CHECKING``, an `__init__` whose duration parameters take
-`DurationInput` (`tests/typing/check_durations.py` checks the calls). Nothing
-runs that `__init__`, so this test holds it to the fields: the same names in
-the same order, keyword-only, the same defaults, and `DurationInput` exactly
-where the field is a duration.
+Type checkers take a pydantic field's annotation as its constructor parameter.
+Under ``TYPE_CHECKING`` the packages' duration types (`Duration`,
+`OptionalDuration`, `PositiveDuration`, `NonNegativeDuration`) are a
+`Setting` that takes `DurationInput` and holds a `timedelta`
+(`tests/typing/check_durations.py` checks the calls). This test holds every
+duration field of every model to those types, so none takes only a
+`timedelta`, and holds the models to declare no `__init__` of their own.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from __future__ import annotations
 import ast
 import textwrap
 from datetime import timedelta
+from typing import Annotated, Any, get_args, get_origin
 
 import pydantic
 import pytest
-from pydantic_core import PydanticUndefined
 
 from http_resilience import (
     BreakerOptions,
@@ -29,7 +29,7 @@ from http_resilience import (
 )
 from http_resilience._strategies.timeout.options import TimeoutOptions
 from mediator_resilience import ResilienceMediatorOptions
-from tests.support.written_in import class_source, written_in
+from tests.support.written_in import class_source
 
 WITH_DURATIONS = [
     HttpResilienceOptions,
@@ -40,50 +40,52 @@ WITH_DURATIONS = [
     StreamRetryOptions,
     ResilienceMediatorOptions,
 ]
+DURATION_TYPES = {
+    "Duration",
+    "OptionalDuration",
+    "PositiveDuration",
+    "NonNegativeDuration",
+}
 
 
-def declared_init(model: type[pydantic.BaseModel]) -> ast.FunctionDef | None:
-    body = ast.parse(textwrap.dedent(class_source(model))).body
-    [klass] = body
+def holds_a_duration(annotation: Any) -> bool:
+    """`timedelta`, or `timedelta` or None."""
+    held = [
+        get_args(arg)[0] if get_origin(arg) is Annotated else arg
+        for arg in get_args(annotation)
+    ]
+    return annotation is timedelta or held == [timedelta, type(None)]
+
+
+def written_annotations(model: type[pydantic.BaseModel]) -> dict[str, str]:
+    [klass] = ast.parse(textwrap.dedent(class_source(model))).body
     assert isinstance(klass, ast.ClassDef)
-    for statement in klass.body:
-        if (
-            isinstance(statement, ast.If)
-            and isinstance(statement.test, ast.Name)
-            and statement.test.id == "TYPE_CHECKING"
-        ):
-            for inner in statement.body:
-                if isinstance(inner, ast.FunctionDef) and inner.name == "__init__":
-                    return inner
-    return None
+    assert not any(
+        isinstance(node, ast.FunctionDef) and node.name == "__init__"
+        for node in ast.walk(klass)
+    ), f"{model.__name__} declares an __init__"
+    return {
+        statement.target.id: ast.unparse(statement.annotation)
+        for statement in klass.body
+        if isinstance(statement, ast.AnnAssign)
+        and isinstance(statement.target, ast.Name)
+    }
+
+
+@pytest.mark.parametrize(
+    "model", [*WITH_DURATIONS, LimiterOptions], ids=lambda model: model.__name__
+)
+def test_every_duration_field_has_a_duration_type(
+    model: type[pydantic.BaseModel],
+) -> None:
+    written = written_annotations(model)
+    for name, field in model.model_fields.items():
+        is_duration = holds_a_duration(field.annotation)
+        assert (written[name] in DURATION_TYPES) is is_duration, name
 
 
 @pytest.mark.parametrize("model", WITH_DURATIONS, ids=lambda model: model.__name__)
-def test_the_declared_init_takes_every_field_as_the_model_does(
-    model: type[pydantic.BaseModel],
-) -> None:
-    init = declared_init(model)
-    assert init is not None, f"{model.__name__} declares no __init__ for checkers"
-    arguments = init.args
-    assert [a.arg for a in arguments.args] == ["self"]
-    assert arguments.vararg is None
-    assert arguments.kwarg is None
-    names = [a.arg for a in arguments.kwonlyargs]
-    assert names == list(model.model_fields)
-    namespace = vars(written_in(model))
-    for argument, default in zip(
-        arguments.kwonlyargs, arguments.kw_defaults, strict=True
-    ):
-        field = model.model_fields[argument.arg]
-        if field.default is PydanticUndefined:
-            assert default is None, argument.arg
-        else:
-            assert default is not None, argument.arg
-            assert eval(ast.unparse(default), namespace) == field.default
-        annotation = ast.unparse(argument.annotation) if argument.annotation else ""
-        is_duration = field.annotation is timedelta
-        assert (annotation == "DurationInput") is is_duration, argument.arg
-
-
-def test_a_model_without_durations_declares_no_init() -> None:
-    assert declared_init(LimiterOptions) is None
+def test_the_models_have_durations(model: type[pydantic.BaseModel]) -> None:
+    assert any(
+        holds_a_duration(field.annotation) for field in model.model_fields.values()
+    )

@@ -18,9 +18,11 @@ from http_resilience import (
     HedgingOptions,
     HttpResilienceOptions,
     ResiliencePipeline,
+    RetryBudgetOptions,
     RetryOptions,
     StreamRetryOptions,
 )
+from mediator import IdempotencyOptions
 from mediator_resilience import ResilienceMediatorOptions
 
 
@@ -71,6 +73,10 @@ def every_form_of_the_strategies() -> None:
     HedgingOptions(delay="PT0.2S")
     HedgingOptions(delay=timedelta(milliseconds=200))
 
+    budget = RetryBudgetOptions(retry_budget_window="PT10S")
+    assert_type(budget.retry_budget_window, timedelta)
+    RetryBudgetOptions(retry_budget_window=10)
+
     ResiliencePipeline().add_timeout(2).add_timeout(0.5).add_timeout("300ms")
     ResiliencePipeline().add_timeout("PT2S").add_timeout(timedelta(seconds=2))
 
@@ -93,6 +99,31 @@ def every_form_of_the_mediator_retry() -> None:
     ResilienceMediatorOptions(base_delay=timedelta(milliseconds=200), max_delay=30.0)
     ResilienceMediatorOptions(base_delay=1, max_delay=timedelta(seconds=30))
     ResilienceMediatorOptions(base_delay="PT0.2S", max_delay="30s")
+    limited = ResilienceMediatorOptions(max_retry_duration="2m")
+    assert_type(limited.max_retry_duration, timedelta | None)
+    ResilienceMediatorOptions(max_retry_duration=None)
+    ResilienceMediatorOptions(max_retry_duration=1.5)
+    ResilienceMediatorOptions(max_retry_duration=timedelta(minutes=2))
+
+
+def every_form_of_idempotency() -> None:
+    options = IdempotencyOptions(retention="P1D", lease=120)
+    assert_type(options.retention, timedelta)
+    assert_type(options.lease, timedelta)
+    IdempotencyOptions(retention=timedelta(days=1), lease=1.5)
+
+
+def every_form_of_statuses_and_methods() -> None:
+    """They too take more than the sets they hold."""
+    retry = RetryOptions(retry_on_status="429, 500-504", retry_methods="GET, PUT")
+    assert_type(retry.retry_on_status, frozenset[int])
+    assert_type(retry.retry_methods, frozenset[str])
+    RetryOptions(retry_on_status=[429, range(500, 505)], retry_methods=["GET"])
+    RetryOptions(retry_on_status=503)
+    BreakerOptions(breaker_on_status={500, 503})
+    HttpResilienceOptions(
+        retry_on_status="503", breaker_on_status=[range(500, 600)], retry_methods="GET"
+    )
 
 
 def wrong_types_are_errors() -> None:
@@ -109,6 +140,12 @@ def wrong_types_are_errors() -> None:
     StreamRetryOptions(max_delay=None)  # type: ignore[arg-type]
     ResilienceMediatorOptions(base_delay=None)  # type: ignore[arg-type]
     ResilienceMediatorOptions(max_delay=[30])  # type: ignore[arg-type]
+    ResilienceMediatorOptions(max_retry_duration=object())  # type: ignore[arg-type]
+    RetryBudgetOptions(retry_budget_window=None)  # type: ignore[arg-type]
+    IdempotencyOptions(lease=object())  # type: ignore[arg-type]
+    IdempotencyOptions(retention=[1])  # type: ignore[arg-type]
+    RetryOptions(retry_on_status=5.0)  # type: ignore[arg-type]
+    RetryOptions(retry_methods=1)  # type: ignore[arg-type]
 
 
 def unknown_fields_are_errors() -> None:

@@ -26,11 +26,21 @@ from __future__ import annotations
 import math
 import re
 from datetime import timedelta
-from typing import Annotated, Final, TypeAlias
+from typing import TYPE_CHECKING, Annotated, Final, TypeAlias
 
 from pydantic import BeforeValidator, TypeAdapter, ValidationError, ValidationInfo
 
-__all__ = ["MAX_DURATION", "Duration", "DurationInput", "in_seconds", "read_duration"]
+if TYPE_CHECKING:
+    from .setting import Setting
+
+__all__ = [
+    "MAX_DURATION",
+    "Duration",
+    "DurationInput",
+    "OptionalDuration",
+    "in_seconds",
+    "read_duration",
+]
 
 MAX_DURATION: Final = timedelta(days=24)
 """The longest duration an option takes: 24 days.
@@ -163,10 +173,17 @@ def _validate(value: object, info: ValidationInfo) -> timedelta:
     return read_duration(value, info.field_name or "a duration")
 
 
-Duration = Annotated[timedelta, BeforeValidator(_validate)]
-"""A `timedelta` field read by `read_duration`: seconds, strings, ISO 8601.
+if TYPE_CHECKING:
+    Duration = Setting[timedelta, DurationInput]
+    OptionalDuration = Setting[timedelta | None, DurationInput | None]
+else:
+    Duration = Annotated[timedelta, BeforeValidator(_validate)]
+    OptionalDuration = Duration | None
+"""`Duration`: a `timedelta` field read by `read_duration`: seconds, strings,
+ISO 8601. `OptionalDuration`: the same, or None.
 
-Type checkers take a field's annotation as its constructor parameter, so a
-model with `Duration` fields declares an `__init__` for them that takes
-`DurationInput`; the attribute read back is a `timedelta`.
+To type checkers each is a `Setting` that takes `DurationInput` (or None) and
+holds a `timedelta` (or None), so a model's constructor takes every form
+pydantic reads; a default is given through `default`
+(``timeout: Duration = default(DEFAULT_TIMEOUT)``).
 """

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from datetime import timedelta
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Final, Self, TypeVar, cast
+from typing import Annotated, Any, ClassVar, Final, Self, TypeVar, cast
 
 from pydantic import (
     BaseModel,
@@ -18,7 +18,8 @@ from pydantic import (
 
 from mediator_resilience._primitives.backoff import check_delays, exponential
 from mediator_resilience._primitives.config import check_sections, section
-from mediator_resilience._primitives.durations import Duration, DurationInput
+from mediator_resilience._primitives.durations import Duration, OptionalDuration
+from mediator_resilience._primitives.setting import default
 from mediator_resilience._transient import is_transient_failure
 
 __all__ = [
@@ -85,27 +86,12 @@ class ResilienceMediatorOptions(BaseModel):
     max_retry_attempts: Annotated[int, BeforeValidator(_not_a_bool)] = Field(
         default=DEFAULT_MAX_RETRY_ATTEMPTS, ge=0, strict=False
     )
-    base_delay: Duration = DEFAULT_BASE_DELAY
-    max_delay: Duration = DEFAULT_MAX_DELAY
+    base_delay: Duration = default(DEFAULT_BASE_DELAY)
+    max_delay: Duration = default(DEFAULT_MAX_DELAY)
     use_jitter: bool = True
     should_retry: Callable[[BaseException], bool] = is_transient_failure
     should_retry_result: Callable[[Any], bool] | None = None
-    max_retry_duration: Duration | None = None
-
-    if TYPE_CHECKING:
-        # What type checkers see: durations given in every form pydantic reads,
-        # read back as `timedelta`s. A test holds it to the fields.
-        def __init__(
-            self,
-            *,
-            max_retry_attempts: int = DEFAULT_MAX_RETRY_ATTEMPTS,
-            base_delay: DurationInput = DEFAULT_BASE_DELAY,
-            max_delay: DurationInput = DEFAULT_MAX_DELAY,
-            use_jitter: bool = True,
-            should_retry: Callable[[BaseException], bool] = is_transient_failure,
-            should_retry_result: Callable[[Any], bool] | None = None,
-            max_retry_duration: DurationInput | None = None,
-        ) -> None: ...
+    max_retry_duration: OptionalDuration = default(None)
 
     @model_validator(mode="after")
     def _check_delays(self) -> Self:

@@ -7,8 +7,9 @@ strategy's options use (frozen, no unknown field).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import timedelta
-from typing import Annotated, get_args
+from typing import TYPE_CHECKING, Annotated, TypeAlias, get_args
 
 from pydantic import (
     BeforeValidator,
@@ -19,10 +20,14 @@ from pydantic import (
 from http_resilience._core.config_values import read_methods, read_status_codes
 from http_resilience._primitives.durations import Duration
 
+if TYPE_CHECKING:
+    from http_resilience._primitives.setting import Setting
+
 __all__ = [
     "FROZEN",
     "Count",
     "Methods",
+    "MethodsInput",
     "NonNegativeCount",
     "NonNegativeDuration",
     "PositiveCount",
@@ -30,6 +35,7 @@ __all__ = [
     "Ratio",
     "RatioOrOff",
     "StatusCodes",
+    "StatusInput",
     "UnitRatio",
 ]
 
@@ -56,12 +62,19 @@ NonNegativeCount = Annotated[int, Field(ge=0), BeforeValidator(_not_a_bool)]
 """A `Count` of at least 0 (retries, a queue: 0 turns it off)."""
 UnitRatio = Annotated[float, Field(gt=0.0, le=1.0), BeforeValidator(_not_a_bool)]
 """A `Ratio` in (0, 1]."""
-PositiveDuration = Annotated[timedelta, Field(gt=timedelta(0)), *get_args(Duration)[1:]]
-"""A `Duration` of more than zero (a timeout, a window)."""
-NonNegativeDuration = Annotated[
-    timedelta, Field(ge=timedelta(0)), *get_args(Duration)[1:]
-]
-"""A `Duration` of zero or more (a delay)."""
+if TYPE_CHECKING:
+    # Set as a `DurationInput`, read as a `timedelta`: see `Setting`.
+    PositiveDuration = Duration
+    NonNegativeDuration = Duration
+else:
+    PositiveDuration = Annotated[
+        timedelta, Field(gt=timedelta(0)), *get_args(Duration)[1:]
+    ]
+    NonNegativeDuration = Annotated[
+        timedelta, Field(ge=timedelta(0)), *get_args(Duration)[1:]
+    ]
+"""`PositiveDuration`: a `Duration` of more than zero (a timeout, a window).
+`NonNegativeDuration`: a `Duration` of zero or more (a delay)."""
 
 _OFF = frozenset({"none", "off", "null"})
 
@@ -77,10 +90,21 @@ RatioOrOff = Annotated[float | None, BeforeValidator(_off_or_number)]
 """A `Ratio` that None turns off; ``"none"``, ``"off"`` and ``"null"`` (any
 case) read as None, for the environment and configuration files."""
 
-StatusCodes = Annotated[frozenset[int], BeforeValidator(read_status_codes)]
-"""A set of HTTP statuses: ints, ``range``s, or ``"429, 500-504"``."""
+StatusInput: TypeAlias = "Iterable[int | range | str] | str | int"
+"""What `retry_on_status` and `breaker_on_status` take: ints, ranges, or a
+string such as ``"429, 500-504"``."""
+MethodsInput: TypeAlias = "Iterable[str] | str"
+"""What `retry_methods` takes: names, or one string joined by commas."""
 
-Methods = Annotated[frozenset[str], BeforeValidator(read_methods)]
-"""HTTP methods, read in upper case: names, or ``"GET, PUT"``."""
+if TYPE_CHECKING:
+    # Set as what they read, held as sets: see `Setting`.
+    StatusCodes = Setting[frozenset[int], StatusInput]
+    Methods = Setting[frozenset[str], MethodsInput]
+else:
+    StatusCodes = Annotated[frozenset[int], BeforeValidator(read_status_codes)]
+    Methods = Annotated[frozenset[str], BeforeValidator(read_methods)]
+"""`StatusCodes`: a set of HTTP statuses: ints, ``range``s, or
+``"429, 500-504"``. `Methods`: HTTP methods, read in upper case: names, or
+``"GET, PUT"``."""
 
 FROZEN = ConfigDict(frozen=True, extra="forbid")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Final, Self, TypeVar, cast
+from typing import Any, ClassVar, Final, Self, TypeVar, cast
 
 from pydantic import (
     BaseModel,
@@ -41,7 +41,8 @@ from http_resilience._pipelines.config import (
     read_config,
 )
 from http_resilience._primitives.backoff import delays_problem
-from http_resilience._primitives.durations import DurationInput, in_seconds
+from http_resilience._primitives.durations import in_seconds
+from http_resilience._primitives.setting import default
 from http_resilience._strategies.breaker.options import (
     DEFAULT_BREAK_DURATION,
     DEFAULT_BREAKER_PER_HOST,
@@ -74,9 +75,7 @@ from http_resilience._strategies.retry.options import (
     DEFAULT_MAX_DELAY,
     DEFAULT_MAX_RETRY_ATTEMPTS,
     DEFAULT_RETRY_UNSAFE_METHODS,
-    MethodsInput,
     RetryOptions,
-    StatusInput,
 )
 from http_resilience._strategies.timeout.options import (
     DEFAULT_ATTEMPT_TIMEOUT,
@@ -205,13 +204,13 @@ class HttpResilienceOptions(BaseModel):
     SECTION: ClassVar[str] = "resilience.http"
 
     max_retry_attempts: NonNegativeCount = DEFAULT_MAX_RETRY_ATTEMPTS
-    base_delay: NonNegativeDuration = DEFAULT_BASE_DELAY
-    attempt_timeout: PositiveDuration = DEFAULT_ATTEMPT_TIMEOUT
-    total_request_timeout: PositiveDuration = DEFAULT_TOTAL_REQUEST_TIMEOUT
+    base_delay: NonNegativeDuration = default(DEFAULT_BASE_DELAY)
+    attempt_timeout: PositiveDuration = default(DEFAULT_ATTEMPT_TIMEOUT)
+    total_request_timeout: PositiveDuration = default(DEFAULT_TOTAL_REQUEST_TIMEOUT)
     failure_ratio: UnitRatio = DEFAULT_FAILURE_RATIO
-    sampling_duration: PositiveDuration = DEFAULT_SAMPLING_DURATION
+    sampling_duration: PositiveDuration = default(DEFAULT_SAMPLING_DURATION)
     minimum_throughput: PositiveCount = DEFAULT_MINIMUM_THROUGHPUT
-    break_duration: PositiveDuration = DEFAULT_BREAK_DURATION
+    break_duration: PositiveDuration = default(DEFAULT_BREAK_DURATION)
     concurrency_limit: PositiveCount = DEFAULT_CONCURRENCY_LIMIT
     queue_limit: NonNegativeCount = DEFAULT_QUEUE_LIMIT
     retry_unsafe_methods: bool = DEFAULT_RETRY_UNSAFE_METHODS
@@ -222,62 +221,23 @@ class HttpResilienceOptions(BaseModel):
         default=DEFAULT_RETRY_BUDGET_RATIO, ge=0.0, allow_inf_nan=False
     )
     retry_budget_min_per_second: NonNegativeCount = DEFAULT_RETRY_BUDGET_MIN_PER_SECOND
-    retry_budget_window: PositiveDuration = DEFAULT_RETRY_BUDGET_WINDOW
+    retry_budget_window: PositiveDuration = default(DEFAULT_RETRY_BUDGET_WINDOW)
     budget_per_host: bool = DEFAULT_BUDGET_PER_HOST
     quota_reserve: RatioOrOff = Field(
         default=DEFAULT_QUOTA_RESERVE, ge=0.0, lt=1.0, allow_inf_nan=False
     )
     quota_legacy_headers: HeaderNames = DEFAULT_QUOTA_LEGACY_HEADERS
-    retry_on_status: StatusCodes = DEFAULT_FAILURE_STATUSES
-    breaker_on_status: StatusCodes = DEFAULT_FAILURE_STATUSES
+    retry_on_status: StatusCodes = default(DEFAULT_FAILURE_STATUSES)
+    breaker_on_status: StatusCodes = default(DEFAULT_FAILURE_STATUSES)
     should_retry: Classifier | None = None
     should_break: Classifier | None = None
-    retry_methods: Methods = SAFE_METHODS
+    retry_methods: Methods = default(SAFE_METHODS)
     backoff: Backoff = DEFAULT_BACKOFF
-    max_delay: NonNegativeDuration = DEFAULT_MAX_DELAY
+    max_delay: NonNegativeDuration = default(DEFAULT_MAX_DELAY)
     detect_nested_retries: bool = True
     nested_retries: NestedRetries = "suppress"
     buffer_responses: bool = False
     max_buffered_bytes: PositiveCount = DEFAULT_MAX_BUFFERED_BYTES
-
-    if TYPE_CHECKING:
-        # What type checkers see: durations given in every form pydantic reads,
-        # read back as `timedelta`s. A test holds it to the fields.
-        def __init__(
-            self,
-            *,
-            max_retry_attempts: int = DEFAULT_MAX_RETRY_ATTEMPTS,
-            base_delay: DurationInput = DEFAULT_BASE_DELAY,
-            attempt_timeout: DurationInput = DEFAULT_ATTEMPT_TIMEOUT,
-            total_request_timeout: DurationInput = DEFAULT_TOTAL_REQUEST_TIMEOUT,
-            failure_ratio: float = DEFAULT_FAILURE_RATIO,
-            sampling_duration: DurationInput = DEFAULT_SAMPLING_DURATION,
-            minimum_throughput: int = DEFAULT_MINIMUM_THROUGHPUT,
-            break_duration: DurationInput = DEFAULT_BREAK_DURATION,
-            concurrency_limit: int = DEFAULT_CONCURRENCY_LIMIT,
-            queue_limit: int = DEFAULT_QUEUE_LIMIT,
-            retry_unsafe_methods: bool = DEFAULT_RETRY_UNSAFE_METHODS,
-            breaker_per_host: bool = DEFAULT_BREAKER_PER_HOST,
-            maximum_hosts: int = DEFAULT_MAXIMUM_HOSTS,
-            own_transport_timeout: bool = DEFAULT_OWN_TRANSPORT_TIMEOUT,
-            retry_budget_ratio: float | None = DEFAULT_RETRY_BUDGET_RATIO,
-            retry_budget_min_per_second: int = DEFAULT_RETRY_BUDGET_MIN_PER_SECOND,
-            retry_budget_window: DurationInput = DEFAULT_RETRY_BUDGET_WINDOW,
-            budget_per_host: bool = DEFAULT_BUDGET_PER_HOST,
-            quota_reserve: float | None = DEFAULT_QUOTA_RESERVE,
-            quota_legacy_headers: tuple[str, str, str] = DEFAULT_QUOTA_LEGACY_HEADERS,
-            retry_on_status: StatusInput = DEFAULT_FAILURE_STATUSES,
-            breaker_on_status: StatusInput = DEFAULT_FAILURE_STATUSES,
-            should_retry: Classifier | None = None,
-            should_break: Classifier | None = None,
-            retry_methods: MethodsInput = SAFE_METHODS,
-            backoff: Backoff = DEFAULT_BACKOFF,
-            max_delay: DurationInput = DEFAULT_MAX_DELAY,
-            detect_nested_retries: bool = True,
-            nested_retries: NestedRetries = "suppress",
-            buffer_responses: bool = False,
-            max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES,
-        ) -> None: ...
 
     @model_validator(mode="after")
     def _check_timing(self, info: ValidationInfo) -> Self:

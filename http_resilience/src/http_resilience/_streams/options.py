@@ -6,7 +6,7 @@ import enum
 import random as _random
 from collections.abc import Callable
 from datetime import timedelta
-from typing import TYPE_CHECKING, Final, Self
+from typing import Final, Self
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
@@ -14,7 +14,7 @@ from http_resilience._core.clock import SYSTEM_CLOCK, Clock
 from http_resilience._core.fields import NonNegativeCount, NonNegativeDuration
 from http_resilience._primitives.backoff import check_delays
 from http_resilience._primitives.cancellation import CANCELLATION
-from http_resilience._primitives.durations import DurationInput
+from http_resilience._primitives.setting import default
 
 __all__ = [
     "CANCELLATION",
@@ -116,31 +116,13 @@ class StreamRetryOptions(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
 
     max_retry_attempts: NonNegativeCount = DEFAULT_MAX_RETRY_ATTEMPTS
-    base_delay: NonNegativeDuration = DEFAULT_BASE_DELAY
-    max_delay: NonNegativeDuration = DEFAULT_MAX_DELAY
+    base_delay: NonNegativeDuration = default(DEFAULT_BASE_DELAY)
+    max_delay: NonNegativeDuration = default(DEFAULT_MAX_DELAY)
     use_jitter: bool = DEFAULT_USE_JITTER
     should_retry: Callable[[Exception], bool] = retry_all_but_cancellation
     partial_stream_policy: PartialStreamPolicy = DEFAULT_PARTIAL_STREAM_POLICY
     clock: Clock = SYSTEM_CLOCK
     random: Callable[[], float] = _random.random
-
-    if TYPE_CHECKING:
-        # What type checkers see: durations given in every form pydantic reads,
-        # read back as `timedelta`s. A test holds it to the fields.
-        def __init__(
-            self,
-            *,
-            max_retry_attempts: int = DEFAULT_MAX_RETRY_ATTEMPTS,
-            base_delay: DurationInput = DEFAULT_BASE_DELAY,
-            max_delay: DurationInput = DEFAULT_MAX_DELAY,
-            use_jitter: bool = DEFAULT_USE_JITTER,
-            should_retry: Callable[[Exception], bool] = retry_all_but_cancellation,
-            partial_stream_policy: PartialStreamPolicy = (
-                DEFAULT_PARTIAL_STREAM_POLICY
-            ),
-            clock: Clock = SYSTEM_CLOCK,
-            random: Callable[[], float] = _random.random,
-        ) -> None: ...
 
     @model_validator(mode="after")
     def _check_delays(self) -> Self:

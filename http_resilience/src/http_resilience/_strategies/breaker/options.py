@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from datetime import timedelta
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from pydantic import (
     BaseModel,
@@ -20,7 +19,7 @@ from http_resilience._core.fields import (
 )
 from http_resilience._core.host_registry import DEFAULT_MAXIMUM_HOSTS
 from http_resilience._core.step_defaults import SyncStepDefaults
-from http_resilience._primitives.durations import DurationInput
+from http_resilience._primitives.setting import default
 from http_resilience._strategies.breaker.strategy import (
     AsyncBreaker,
     BreakerStrategy,
@@ -78,30 +77,13 @@ class BreakerOptions(SyncStepDefaults, BaseModel):
     model_config = FROZEN
 
     failure_ratio: UnitRatio = DEFAULT_FAILURE_RATIO
-    sampling_duration: PositiveDuration = DEFAULT_SAMPLING_DURATION
+    sampling_duration: PositiveDuration = default(DEFAULT_SAMPLING_DURATION)
     minimum_throughput: PositiveCount = DEFAULT_MINIMUM_THROUGHPUT
-    break_duration: PositiveDuration = DEFAULT_BREAK_DURATION
+    break_duration: PositiveDuration = default(DEFAULT_BREAK_DURATION)
     breaker_per_host: bool = DEFAULT_BREAKER_PER_HOST
     maximum_hosts: PositiveCount = DEFAULT_MAXIMUM_HOSTS
-    breaker_on_status: StatusCodes = DEFAULT_FAILURE_STATUSES
+    breaker_on_status: StatusCodes = default(DEFAULT_FAILURE_STATUSES)
     should_break: Classifier | None = None
-
-    if TYPE_CHECKING:
-        # Durations in every form pydantic reads; see `HttpResilienceOptions`.
-        def __init__(
-            self,
-            *,
-            failure_ratio: float = DEFAULT_FAILURE_RATIO,
-            sampling_duration: DurationInput = DEFAULT_SAMPLING_DURATION,
-            minimum_throughput: int = DEFAULT_MINIMUM_THROUGHPUT,
-            break_duration: DurationInput = DEFAULT_BREAK_DURATION,
-            breaker_per_host: bool = DEFAULT_BREAKER_PER_HOST,
-            maximum_hosts: int = DEFAULT_MAXIMUM_HOSTS,
-            breaker_on_status: Iterable[int | range | str]
-            | str
-            | int = DEFAULT_FAILURE_STATUSES,
-            should_break: Classifier | None = None,
-        ) -> None: ...
 
     _label = "breaker"
     _strategy_kind = BreakerStrategy

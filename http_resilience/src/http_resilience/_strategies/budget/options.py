@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from pydantic import BaseModel, Field
 
@@ -17,7 +17,7 @@ from http_resilience._core.fields import (
 )
 from http_resilience._core.host_registry import DEFAULT_MAXIMUM_HOSTS
 from http_resilience._core.step_defaults import SyncStepDefaults
-from http_resilience._primitives.durations import DurationInput
+from http_resilience._primitives.setting import default
 from http_resilience._strategies.budget.strategy import (
     AsyncRetryBudget,
     BudgetStrategy,
@@ -75,21 +75,9 @@ class RetryBudgetOptions(SyncStepDefaults, BaseModel):
         default=DEFAULT_RETRY_BUDGET_RATIO, ge=0.0, allow_inf_nan=False
     )
     retry_budget_min_per_second: NonNegativeCount = DEFAULT_RETRY_BUDGET_MIN_PER_SECOND
-    retry_budget_window: PositiveDuration = DEFAULT_RETRY_BUDGET_WINDOW
+    retry_budget_window: PositiveDuration = default(DEFAULT_RETRY_BUDGET_WINDOW)
     budget_per_host: bool = DEFAULT_BUDGET_PER_HOST
     maximum_hosts: PositiveCount = DEFAULT_MAXIMUM_HOSTS
-
-    if TYPE_CHECKING:
-        # Durations in every form pydantic reads; see `HttpResilienceOptions`.
-        def __init__(
-            self,
-            *,
-            retry_budget_ratio: float = DEFAULT_RETRY_BUDGET_RATIO,
-            retry_budget_min_per_second: int = DEFAULT_RETRY_BUDGET_MIN_PER_SECOND,
-            retry_budget_window: DurationInput = DEFAULT_RETRY_BUDGET_WINDOW,
-            budget_per_host: bool = DEFAULT_BUDGET_PER_HOST,
-            maximum_hosts: int = DEFAULT_MAXIMUM_HOSTS,
-        ) -> None: ...
 
     _label = "retry budget"
     _async_driver = AsyncRetryBudget

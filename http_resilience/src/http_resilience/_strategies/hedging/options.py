@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING, ClassVar, Final
+from typing import ClassVar, Final
 
 import httpx
 from pydantic import BaseModel
@@ -12,7 +12,7 @@ from http_resilience._core.builder import BuildContext, Placement
 from http_resilience._core.call import AsyncHandler
 from http_resilience._core.fields import FROZEN, PositiveCount, PositiveDuration
 from http_resilience._core.step_defaults import StepDefaults
-from http_resilience._primitives.durations import DurationInput
+from http_resilience._primitives.setting import default
 from http_resilience._strategies.hedging.decision import is_hedged
 from http_resilience._strategies.hedging.strategy import HedgingStrategy
 
@@ -55,17 +55,8 @@ class HedgingOptions(StepDefaults, BaseModel):
 
     model_config = FROZEN
 
-    delay: PositiveDuration = DEFAULT_HEDGING_DELAY
+    delay: PositiveDuration = default(DEFAULT_HEDGING_DELAY)
     max_hedged_attempts: PositiveCount = DEFAULT_MAX_HEDGED_ATTEMPTS
-
-    if TYPE_CHECKING:
-        # Durations in every form pydantic reads; see `HttpResilienceOptions`.
-        def __init__(
-            self,
-            *,
-            delay: DurationInput = DEFAULT_HEDGING_DELAY,
-            max_hedged_attempts: int = DEFAULT_MAX_HEDGED_ATTEMPTS,
-        ) -> None: ...
 
     repeats: ClassVar[bool] = True
     _label = "hedging"

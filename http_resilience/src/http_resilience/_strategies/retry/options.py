@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from datetime import timedelta
-from typing import TYPE_CHECKING, ClassVar, Final, Self, TypeAlias
+from typing import ClassVar, Final, Self
 
 import httpx
 from pydantic import (
@@ -23,14 +22,16 @@ from http_resilience._core.classify import (
 from http_resilience._core.fields import (
     FROZEN,
     Methods,
+    MethodsInput,
     NonNegativeCount,
     NonNegativeDuration,
     StatusCodes,
+    StatusInput,
 )
 from http_resilience._core.nested import NestedRetries
 from http_resilience._core.step_defaults import SyncStepDefaults
 from http_resilience._primitives.backoff import check_delays
-from http_resilience._primitives.durations import DurationInput
+from http_resilience._primitives.setting import default
 from http_resilience._strategies.retry.decision import RetryDecision
 from http_resilience._strategies.retry.strategy import (
     AsyncRetry,
@@ -55,12 +56,6 @@ DEFAULT_BASE_DELAY: Final = timedelta(seconds=2)
 DEFAULT_RETRY_UNSAFE_METHODS: Final = False
 DEFAULT_BACKOFF: Final[Backoff] = "exponential"
 DEFAULT_MAX_DELAY: Final = timedelta(seconds=30)
-
-StatusInput: TypeAlias = "Iterable[int | range | str] | str | int"
-"""What `retry_on_status` and `breaker_on_status` take: ints, ranges, or a
-string such as ``"429, 500-504"``."""
-MethodsInput: TypeAlias = "Iterable[str] | str"
-"""What `retry_methods` takes: names, or one string joined by commas."""
 
 
 class RetryOptions(SyncStepDefaults, BaseModel):
@@ -117,32 +112,15 @@ class RetryOptions(SyncStepDefaults, BaseModel):
     model_config = FROZEN
 
     max_retry_attempts: NonNegativeCount = DEFAULT_MAX_RETRY_ATTEMPTS
-    base_delay: NonNegativeDuration = DEFAULT_BASE_DELAY
+    base_delay: NonNegativeDuration = default(DEFAULT_BASE_DELAY)
     retry_unsafe_methods: bool = DEFAULT_RETRY_UNSAFE_METHODS
-    retry_on_status: StatusCodes = DEFAULT_FAILURE_STATUSES
+    retry_on_status: StatusCodes = default(DEFAULT_FAILURE_STATUSES)
     should_retry: Classifier | None = None
-    retry_methods: Methods = SAFE_METHODS
+    retry_methods: Methods = default(SAFE_METHODS)
     backoff: Backoff = DEFAULT_BACKOFF
-    max_delay: NonNegativeDuration = DEFAULT_MAX_DELAY
+    max_delay: NonNegativeDuration = default(DEFAULT_MAX_DELAY)
     detect_nested_retries: bool = True
     nested_retries: NestedRetries = "suppress"
-
-    if TYPE_CHECKING:
-        # Durations in every form pydantic reads; see `HttpResilienceOptions`.
-        def __init__(
-            self,
-            *,
-            max_retry_attempts: int = DEFAULT_MAX_RETRY_ATTEMPTS,
-            base_delay: DurationInput = DEFAULT_BASE_DELAY,
-            retry_unsafe_methods: bool = DEFAULT_RETRY_UNSAFE_METHODS,
-            retry_on_status: StatusInput = DEFAULT_FAILURE_STATUSES,
-            should_retry: Classifier | None = None,
-            retry_methods: MethodsInput = SAFE_METHODS,
-            backoff: Backoff = DEFAULT_BACKOFF,
-            max_delay: DurationInput = DEFAULT_MAX_DELAY,
-            detect_nested_retries: bool = True,
-            nested_retries: NestedRetries = "suppress",
-        ) -> None: ...
 
     @model_validator(mode="after")
     def _delays_in_order(self) -> Self:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import timedelta
-from typing import TYPE_CHECKING, ClassVar, Final, TypeVar
+from typing import ClassVar, Final, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -14,7 +14,6 @@ from http_resilience._core.builder import BuildContext, Placement
 from http_resilience._core.call import AsyncHandler, SyncHandler
 from http_resilience._core.fields import FROZEN, PositiveDuration
 from http_resilience._core.step_defaults import SyncStepDefaults
-from http_resilience._primitives.durations import DurationInput
 from http_resilience._strategies.timeout.deadline import Deadline
 from http_resilience._strategies.timeout.strategy import (
     AsyncTimeout,
@@ -51,15 +50,6 @@ class TimeoutOptions(SyncStepDefaults, BaseModel):
 
     timeout: PositiveDuration
     own_transport_timeout: bool = DEFAULT_OWN_TRANSPORT_TIMEOUT
-
-    if TYPE_CHECKING:
-        # Durations in every form pydantic reads; see `HttpResilienceOptions`.
-        def __init__(
-            self,
-            *,
-            timeout: DurationInput,
-            own_transport_timeout: bool = DEFAULT_OWN_TRANSPORT_TIMEOUT,
-        ) -> None: ...
 
     is_deadline: ClassVar[bool] = True
 

@@ -8,6 +8,11 @@ from typing import TYPE_CHECKING, Annotated, Final, Self
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from mediator._behaviors.idempotency.marker import ScopeMode
+from mediator._primitives.setting import default
+
+if TYPE_CHECKING:
+    from mediator._primitives.durations import DurationInput
+    from mediator._primitives.setting import Setting
 
 __all__ = [
     "DEFAULT_LEASE",
@@ -32,7 +37,11 @@ def _not_a_bool(value: object) -> object:
     return value
 
 
-_Duration = Annotated[timedelta, BeforeValidator(_not_a_bool)]
+if TYPE_CHECKING:
+    # Set in every form pydantic reads, read as a `timedelta`: see `Setting`.
+    _Duration = Setting[timedelta, DurationInput]
+else:
+    _Duration = Annotated[timedelta, BeforeValidator(_not_a_bool)]
 
 
 class IdempotencyOptions(BaseModel):
@@ -81,23 +90,11 @@ class IdempotencyOptions(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     retention: _Duration = Field(
-        default=DEFAULT_RETENTION, gt=timedelta(0), le=MAX_RETENTION
+        default=default(DEFAULT_RETENTION), gt=timedelta(0), le=MAX_RETENTION
     )
-    lease: _Duration = Field(default=DEFAULT_LEASE, gt=timedelta(0))
+    lease: _Duration = Field(default=default(DEFAULT_LEASE), gt=timedelta(0))
     scope: ScopeMode = DEFAULT_SCOPE
     allow_anonymous: bool = False
-
-    if TYPE_CHECKING:
-        # What type checkers see: durations in every form pydantic reads, read
-        # back as `timedelta`s.
-        def __init__(
-            self,
-            *,
-            retention: timedelta | float | str = DEFAULT_RETENTION,
-            lease: timedelta | float | str = DEFAULT_LEASE,
-            scope: ScopeMode = DEFAULT_SCOPE,
-            allow_anonymous: bool = False,
-        ) -> None: ...
 
     @model_validator(mode="after")
     def _check_lease(self) -> Self:
