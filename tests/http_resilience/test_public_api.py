@@ -22,6 +22,7 @@ def test_the_public_names_are_pinned_and_sorted() -> None:
         "CircuitControl",
         "ClientHealth",
         "Clock",
+        "ConcurrencyLimiterOptions",
         "HedgeEvent",
         "HedgingOptions",
         "HostHealth",
@@ -111,3 +112,8 @@ def test_every_error_is_a_resilience_error() -> None:
         target = getattr(package, name)
         if isinstance(target, type) and name.endswith("Error"):
             assert issubclass(target, package.ResilienceError), name
+
+
+def test_the_limiter_options_keep_their_old_name() -> None:
+    assert package.LimiterOptions is package.ConcurrencyLimiterOptions
+    assert package.ConcurrencyLimiterOptions.__name__ == "ConcurrencyLimiterOptions"

@@ -27,9 +27,9 @@ import pytest
 from http_resilience import (
     AsyncResilientTransport,
     BreakerOptions,
+    ConcurrencyLimiterOptions,
     HedgingOptions,
     HttpResilienceOptions,
-    LimiterOptions,
     RateLimiterOptions,
     ResiliencePipeline,
     ResilientTransport,
@@ -128,7 +128,7 @@ FIELDS: dict[type[pydantic.BaseModel], dict[str, str]] = {
         "breaker_on_status": STATUSES,
         "should_break": OPTIONAL_CALLABLE,
     },
-    LimiterOptions: {
+    ConcurrencyLimiterOptions: {
         "concurrency_limit": POSITIVE_COUNT,
         "queue_limit": COUNT,
     },
@@ -787,7 +787,7 @@ def test_the_mediator_module_refuses_bad_configuration_on_registration() -> None
 ADD: dict[type[pydantic.BaseModel], Callable[..., object]] = {
     RetryOptions: ResiliencePipeline().add_retry,
     BreakerOptions: ResiliencePipeline().add_breaker,
-    LimiterOptions: ResiliencePipeline().add_limiter,
+    ConcurrencyLimiterOptions: ResiliencePipeline().add_limiter,
     HedgingOptions: ResiliencePipeline().add_hedging,
     RetryBudgetOptions: ResiliencePipeline().add_retry_budget,
     RateLimiterOptions: ResiliencePipeline().add_rate_limiter,

@@ -21,9 +21,9 @@ import pytest
 
 from http_resilience import (
     BreakerOptions,
+    ConcurrencyLimiterOptions,
     HedgingOptions,
     HttpResilienceOptions,
-    LimiterOptions,
     RetryOptions,
     StreamRetryOptions,
 )
@@ -73,7 +73,9 @@ def written_annotations(model: type[pydantic.BaseModel]) -> dict[str, str]:
 
 
 @pytest.mark.parametrize(
-    "model", [*WITH_DURATIONS, LimiterOptions], ids=lambda model: model.__name__
+    "model",
+    [*WITH_DURATIONS, ConcurrencyLimiterOptions],
+    ids=lambda model: model.__name__,
 )
 def test_every_duration_field_has_a_duration_type(
     model: type[pydantic.BaseModel],

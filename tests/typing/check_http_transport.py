@@ -16,12 +16,12 @@ from http_resilience import (
     AttemptEvent,
     BreakerOptions,
     BrokenCircuitError,
+    ConcurrencyLimiterOptions,
     HedgeEvent,
     HedgingOptions,
     HttpEvent,
     HttpEventListener,
     HttpResilienceOptions,
-    LimiterOptions,
     RateLimitedError,
     ResilienceError,
     ResiliencePipeline,
@@ -87,7 +87,7 @@ async def typed_pipeline() -> None:
         .add_timeout(timedelta(seconds=1))
         .add_retry(RetryOptions(max_retry_attempts=2))
         .add_breaker(BreakerOptions())
-        .add_limiter(LimiterOptions())
+        .add_limiter(ConcurrencyLimiterOptions())
         .add_hedging(HedgingOptions(delay=timedelta(milliseconds=200)))
         .add_timeout("300ms")
     )

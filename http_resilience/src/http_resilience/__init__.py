@@ -54,9 +54,10 @@ from http_resilience._health.snapshot import (
 )
 from http_resilience._pipelines.custom import ResiliencePipeline
 from http_resilience._pipelines.standard import HttpResilienceOptions
+from http_resilience._primitives.public_names import publish as _publish
 from http_resilience._strategies.breaker.options import BreakerOptions
 from http_resilience._strategies.budget.options import RetryBudgetOptions
-from http_resilience._strategies.concurrency.options import LimiterOptions
+from http_resilience._strategies.concurrency.options import ConcurrencyLimiterOptions
 from http_resilience._strategies.hedging.options import HedgingOptions
 from http_resilience._strategies.rate_limit.options import RateLimiterOptions
 from http_resilience._strategies.retry.options import RetryOptions
@@ -75,6 +76,9 @@ from http_resilience._transports.transport import (
     ResilientTransport,
 )
 
+LimiterOptions = ConcurrencyLimiterOptions
+"""The name `ConcurrencyLimiterOptions` had before; the same class."""
+
 __all__ = [
     "AsyncResilientTransport",
     "AttemptEvent",
@@ -87,6 +91,7 @@ __all__ = [
     "CircuitControl",
     "ClientHealth",
     "Clock",
+    "ConcurrencyLimiterOptions",
     "HedgeEvent",
     "HedgingOptions",
     "HostHealth",
@@ -132,7 +137,5 @@ __all__ = [
     "with_retry",
     "with_retry_sync",
 ]
-
-from http_resilience._primitives.public_names import publish as _publish
 
 _publish(__name__, __all__)

@@ -15,8 +15,8 @@ from http_resilience import (
     AttemptTimeoutError,
     BreakerOptions,
     BrokenCircuitError,
+    ConcurrencyLimiterOptions,
     HttpResilienceOptions,
-    LimiterOptions,
     RateLimitedError,
     ResilienceLayerError,
     ResiliencePipeline,
@@ -165,7 +165,7 @@ async def test_a_breaker_and_a_limiter_in_a_pipeline_of_your_own() -> None:
     clock, server = FakeClock(), script(503)
     pipeline = (
         ResiliencePipeline()
-        .add_limiter(LimiterOptions(concurrency_limit=1))
+        .add_limiter(ConcurrencyLimiterOptions(concurrency_limit=1))
         .add_breaker(BreakerOptions(minimum_throughput=2, failure_ratio=0.5))
     )
     resilient = transport(server, pipeline, clock)
@@ -295,12 +295,16 @@ def test_options_are_validated_when_added_naming_the_field() -> None:
 def test_an_options_object_and_fields_together_are_refused() -> None:
     with pytest.raises(TypeError, match="add_retry: give a RetryOptions or its"):
         ResiliencePipeline().add_retry(RetryOptions(), base_delay=1)
-    with pytest.raises(TypeError, match="options must be LimiterOptions"):
+    with pytest.raises(TypeError, match="options must be ConcurrencyLimiterOptions"):
         ResiliencePipeline().add_limiter(RetryOptions())  # type: ignore[arg-type]
 
 
 def test_the_strategy_options_defaults_match_the_standard_pipeline() -> None:
-    retry, breaker, limiter = RetryOptions(), BreakerOptions(), LimiterOptions()
+    retry, breaker, limiter = (
+        RetryOptions(),
+        BreakerOptions(),
+        ConcurrencyLimiterOptions(),
+    )
     assert (retry.max_retry_attempts, retry.base_delay.total_seconds()) == (3, 2.0)
     assert retry.retry_unsafe_methods is False
     assert (breaker.failure_ratio, breaker.minimum_throughput) == (0.1, 100)

@@ -17,7 +17,7 @@ from http_resilience._core.builder import StepOptions, async_only
 from http_resilience._primitives.durations import DurationInput
 from http_resilience._strategies.breaker.options import BreakerOptions
 from http_resilience._strategies.budget.options import RetryBudgetOptions
-from http_resilience._strategies.concurrency.options import LimiterOptions
+from http_resilience._strategies.concurrency.options import ConcurrencyLimiterOptions
 from http_resilience._strategies.hedging.options import HedgingOptions
 from http_resilience._strategies.rate_limit.options import RateLimiterOptions
 from http_resilience._strategies.retry.options import RetryOptions
@@ -182,19 +182,21 @@ class ResiliencePipeline:
         return self._with(budget)
 
     def add_limiter(
-        self, options: LimiterOptions | None = None, /, **fields: Any
+        self, options: ConcurrencyLimiterOptions | None = None, /, **fields: Any
     ) -> ResiliencePipeline:
         """Add a concurrency limiter around what is added after it.
 
         Args:
-            options: The limiter's options; default `LimiterOptions()`.
-            **fields: `LimiterOptions` fields, instead of `options`.
+            options: The limiter's options; default `ConcurrencyLimiterOptions()`.
+            **fields: `ConcurrencyLimiterOptions` fields, instead of `options`.
 
         Raises:
             pydantic.ValidationError: A field is invalid or unknown (named).
             TypeError: Both `options` and fields, or `options` of another type.
         """
-        return self._with(_options(LimiterOptions, options, fields, "add_limiter"))
+        return self._with(
+            _options(ConcurrencyLimiterOptions, options, fields, "add_limiter")
+        )
 
     def add_rate_limiter(
         self, options: RateLimiterOptions | None = None, /, **fields: Any

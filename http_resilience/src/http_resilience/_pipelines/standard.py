@@ -61,7 +61,7 @@ from http_resilience._strategies.budget.options import (
 from http_resilience._strategies.concurrency.options import (
     DEFAULT_CONCURRENCY_LIMIT,
     DEFAULT_QUEUE_LIMIT,
-    LimiterOptions,
+    ConcurrencyLimiterOptions,
 )
 from http_resilience._strategies.quota.options import (
     DEFAULT_QUOTA_LEGACY_HEADERS,
@@ -329,7 +329,7 @@ def standard_steps(options: HttpResilienceOptions) -> tuple[StepOptions, ...]:
     Each strategy's options take their fields from the same-named ones here.
     """
     steps: list[StepOptions] = [
-        _part(LimiterOptions, options),
+        _part(ConcurrencyLimiterOptions, options),
         TimeoutOptions(timeout=options.total_request_timeout),
     ]
     if options.retry_budget_ratio is not None:

@@ -1,6 +1,6 @@
 """The concurrency limiter's options: the permits and the queue.
 
-`LimiterOptions` (for a custom pipeline, and the standard one's limiter), its
+`ConcurrencyLimiterOptions` (for a custom pipeline, and the standard one's limiter), its
 defaults, and the builders of the two drivers.
 """
 
@@ -23,7 +23,11 @@ from http_resilience._strategies.concurrency.strategy import (
     SyncLimiter,
 )
 
-__all__ = ["DEFAULT_CONCURRENCY_LIMIT", "DEFAULT_QUEUE_LIMIT", "LimiterOptions"]
+__all__ = [
+    "DEFAULT_CONCURRENCY_LIMIT",
+    "DEFAULT_QUEUE_LIMIT",
+    "ConcurrencyLimiterOptions",
+]
 
 
 H = TypeVar("H", AsyncHandler, SyncHandler)
@@ -34,7 +38,7 @@ DEFAULT_CONCURRENCY_LIMIT: Final = 1000
 DEFAULT_QUEUE_LIMIT: Final = 0
 
 
-class LimiterOptions(SyncStepDefaults, BaseModel):
+class ConcurrencyLimiterOptions(SyncStepDefaults, BaseModel):
     """The concurrency limiter of a custom pipeline.
 
     Attributes:
@@ -46,7 +50,7 @@ class LimiterOptions(SyncStepDefaults, BaseModel):
         pydantic.ValidationError: On construction, naming every invalid field.
 
     Example:
-        >>> LimiterOptions(concurrency_limit=10, queue_limit=5).queue_limit
+        >>> ConcurrencyLimiterOptions(concurrency_limit=10, queue_limit=5).queue_limit
         5
     """
 
