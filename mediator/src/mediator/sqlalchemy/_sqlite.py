@@ -273,7 +273,13 @@ def _configure(dbapi_connection: Any, info: dict[Any, Any]) -> None:
     dbapi_connection.isolation_level = None
     cursor = dbapi_connection.cursor()
     try:
-        cursor.execute("PRAGMA journal_mode=WAL")
+        # Asking first: setting the mode, even to the one it has, takes a
+        # lock, and a connection opened while another writes would meet
+        # "database is locked" here, outside any busy wait of ours.
+        cursor.execute("PRAGMA journal_mode")
+        mode = cursor.fetchone()
+        if mode is None or str(mode[0]).lower() != "wal":
+            cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute("PRAGMA busy_timeout")
         row = cursor.fetchone()
