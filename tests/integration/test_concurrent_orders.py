@@ -44,7 +44,8 @@ pytestmark = pytest.mark.anyio
 SHOP = Principal(id="shop")  # keyed orders are scoped by their caller
 
 ORDERS = 10
-BARRIER_TIMEOUT = 45.0  # generous, and below the test's own timeout so a stuck barrier says so
+# Generous, and below the test's own timeout, so that a stuck barrier says so.
+BARRIER_TIMEOUT = 45.0
 
 metadata = sa.MetaData()
 orders = sa.Table(

@@ -35,7 +35,8 @@ pytestmark = pytest.mark.anyio
 
 # A short client timeout for the faults that never answer.
 SHORT = httpx.Timeout(5.0, read=0.3)
-GENEROUS = httpx.Timeout(30.0)  # for answers that come: a busy machine may take a second
+# For answers that come: a busy machine may take a second.
+GENEROUS = httpx.Timeout(30.0)
 
 
 @pytest.fixture
