@@ -13,7 +13,7 @@ hold a span open around the call, with the events of its attempts inside it.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from types import TracebackType
+from dataclasses import dataclass
 from typing import Protocol, Self, TypeAlias, TypeVar, runtime_checkable
 
 import httpx
@@ -101,6 +101,7 @@ class _Reporter:
         return _Observation(self, call, ends, self.now())
 
 
+@dataclass(slots=True, eq=False)
 class _Observation:
     """One call while it runs: a `with` block around it reports its end.
 
@@ -108,25 +109,15 @@ class _Observation:
     the exception (refused here, or not), and lets it go on.
     """
 
-    __slots__ = ("_call", "_ends", "_reporter", "_started")
-
-    def __init__(
-        self, reporter: _Reporter, call: Call, ends: list[RequestEnd], started: float
-    ) -> None:
-        self._reporter = reporter
-        self._call = call
-        self._ends = ends
-        self._started = started
+    reporter: _Reporter
+    call: Call
+    ends: list[RequestEnd]
+    started: float
 
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, _type: object, exc: BaseException | None, _tb: object) -> None:
         if exc is not None:
             self._end(type(exc).__name__, isinstance(exc, LOCAL_REFUSALS))
 
@@ -136,18 +127,18 @@ class _Observation:
         return response
 
     def _end(self, outcome: str, rejected: bool) -> None:
-        reporter, call = self._reporter, self._call
+        reporter, call = self.reporter, self.call
         event = RequestEvent(
             call.client,
             call.method,
             call.host,
             outcome,
-            reporter.now() - self._started,
+            reporter.now() - self.started,
             rejected,
         )
         reporter.telemetry.request(event)
         # Innermost first: what the last observer opened closes first.
-        for end in reversed(self._ends):
+        for end in reversed(self.ends):
             try:
                 end(event)
             except Exception:
