@@ -15,7 +15,6 @@ each package has a switch of its own.
 
 from __future__ import annotations
 
-from types import TracebackType
 from typing import ClassVar, Final, final
 
 __all__ = [
@@ -68,12 +67,7 @@ class TestingScope:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         TESTING.on, TESTING.attempts = self._previous
 
     def __repr__(self) -> str:
