@@ -129,6 +129,31 @@ TWINS: tuple[Twin, ...] = (
         },
     ),
     Twin(
+        f"{_HTTP}/_strategies/retry/drive.py",
+        f"{_HTTP}/_strategies/retry/drive_sync.py",
+        names={
+            "AsyncDriver": "SyncDriver",
+            "AsyncRetry": "SyncRetry",
+            "handle": "handle_sync",
+            "close_quietly": "close_quietly_sync",
+            "clock.sleep": "clock.sleep_sync",
+            "loop on an event loop": "loop, blocking",
+        },
+        text=(
+            (
+                "The async retry loop, `SyncRetry`: `RetryStrategy` driven on an "
+                "event loop.",
+                "The sync retry loop, `SyncRetry`: `RetryStrategy` driven blocking.",
+            ),
+            (
+                "The sync loop, `drive_sync`,\nis generated from this module by "
+                "``tools/unasync.py``: edit this one and run\nthe script.",
+                "This sync loop is generated\nfrom `drive` by ``tools/unasync.py``: "
+                "edit that one and run the script.",
+            ),
+        ),
+    ),
+    Twin(
         f"{_HTTP}/_transports/client.py",
         f"{_HTTP}/_transports/client_sync.py",
         names={

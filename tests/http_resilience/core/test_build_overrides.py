@@ -18,7 +18,8 @@ from http_resilience._core.call import AsyncHandler, Call, SyncHandler
 from http_resilience._core.send import AsyncSend, SyncSend
 from http_resilience._core.telemetry import Telemetry
 from http_resilience._strategies.breaker.strategy import AsyncBreaker, SyncBreaker
-from http_resilience._strategies.retry.strategy import AsyncRetry, SyncRetry
+from http_resilience._strategies.retry.drive import AsyncRetry
+from http_resilience._strategies.retry.drive_sync import SyncRetry
 from http_resilience.testing import FakeClock
 
 

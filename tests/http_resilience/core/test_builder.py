@@ -30,7 +30,7 @@ from http_resilience import (
 from http_resilience._core.builder import placements
 from http_resilience._pipelines.standard import standard_steps
 from http_resilience._strategies.breaker.strategy import SyncBreaker
-from http_resilience._strategies.retry.strategy import SyncRetry
+from http_resilience._strategies.retry.drive_sync import SyncRetry
 from http_resilience._strategies.timeout.options import TimeoutOptions
 from http_resilience._strategies.timeout.strategy import AsyncTimeout
 from http_resilience.testing import FakeClock

@@ -33,11 +33,9 @@ from http_resilience._core.step_defaults import SyncStepDefaults
 from http_resilience._primitives.backoff import check_delays
 from http_resilience._primitives.setting import default
 from http_resilience._strategies.retry.decision import RetryDecision
-from http_resilience._strategies.retry.strategy import (
-    AsyncRetry,
-    RetryStrategy,
-    SyncRetry,
-)
+from http_resilience._strategies.retry.drive import AsyncRetry
+from http_resilience._strategies.retry.drive_sync import SyncRetry
+from http_resilience._strategies.retry.strategy import RetryStrategy
 
 __all__ = [
     "DEFAULT_BACKOFF",

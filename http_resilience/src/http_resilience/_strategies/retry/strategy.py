@@ -1,7 +1,9 @@
-"""The retry strategy: `RetryStrategy` and its two loops, `AsyncRetry` and `SyncRetry`.
+"""The retry strategy: `RetryStrategy`, what its two loops ask.
 
-The strategy sends, classifies, closes what a retry supersedes, reports and
-sleeps on the clock; `RetryDecision` gives the delays.
+The strategy classifies each attempt, reports it and says how long to wait
+before the next; `RetryDecision` gives the delays. Its loops, `AsyncRetry`
+(`drive`) and `SyncRetry` (`drive_sync`, generated), send, close what a retry
+supersedes and sleep on the clock.
 """
 
 from __future__ import annotations
@@ -20,19 +22,16 @@ from http_resilience._core.classify import (
     mark_final,
 )
 from http_resilience._core.clock import Clock
-from http_resilience._core.drive import AsyncDriver, SyncDriver
 from http_resilience._core.errors import BrokenCircuitError, RateLimitedError
 from http_resilience._core.nested import (
     RETRY_EXHAUSTED_HEADER,
     NestedRetries,
     caller_attempt,
 )
-from http_resilience._core.send import close_quietly, close_quietly_sync
 from http_resilience._core.telemetry import Telemetry, correlation_of
-from http_resilience._primitives.testing_mode import testing_wait
 from http_resilience._strategies.retry.decision import RetryDecision
 
-__all__ = ["AsyncRetry", "RetryStrategy", "SyncRetry"]
+__all__ = ["RetryStrategy"]
 
 _EXHAUSTED: Final = RETRY_EXHAUSTED_HEADER.lower()
 
@@ -252,53 +251,3 @@ class RetryStrategy:
         self._telemetry.attempt(
             call.method, call.host, call.attempt, outcome, self._now() - started
         )
-
-
-class AsyncRetry(AsyncDriver[RetryStrategy]):
-    """`RetryStrategy`'s loop on an event loop."""
-
-    __slots__ = ()
-
-    async def handle(self, request: httpx.Request, call: Call) -> httpx.Response:
-        """Send `request`, again after each failure while allowed."""
-        strategy, body, attempt = self.strategy, request.stream, 1
-        while True:
-            started = strategy.started(call, attempt)
-            try:
-                response = await self._next.handle(request, call)
-            except Exception as exc:
-                delay = strategy.after_raise(request, body, call, exc, attempt, started)
-                if delay is None:
-                    raise
-            else:
-                delay = strategy.after_answer(request, body, call, response, started)
-                if delay is None:
-                    return response
-                await close_quietly(response)
-            await strategy.clock.sleep(testing_wait(delay))
-            attempt += 1
-
-
-class SyncRetry(SyncDriver[RetryStrategy]):
-    """`RetryStrategy`'s loop, blocking."""
-
-    __slots__ = ()
-
-    def handle_sync(self, request: httpx.Request, call: Call) -> httpx.Response:
-        """Send `request`, again after each failure while allowed."""
-        strategy, body, attempt = self.strategy, request.stream, 1
-        while True:
-            started = strategy.started(call, attempt)
-            try:
-                response = self._next.handle_sync(request, call)
-            except Exception as exc:
-                delay = strategy.after_raise(request, body, call, exc, attempt, started)
-                if delay is None:
-                    raise
-            else:
-                delay = strategy.after_answer(request, body, call, response, started)
-                if delay is None:
-                    return response
-                close_quietly_sync(response)
-            strategy.clock.sleep_sync(testing_wait(delay))
-            attempt += 1
