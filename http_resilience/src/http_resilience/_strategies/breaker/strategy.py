@@ -72,19 +72,22 @@ class BreakerStrategy:
             for the one breaker every host shares).
         now: Reads the breaker's clock.
         manual: The hosts an operator isolated, and the resets to carry out.
+        options: The options the breakers were built from.
+        registry: The per-host breakers; None when one breaker is shared.
+        telemetry: Where transitions and rejections are reported.
     """
 
     __slots__ = (
         "_classify",
-        "_options",
-        "_registry",
         "_shared",
-        "_telemetry",
         "breaker",
         "breakers",
         "failed",
         "manual",
         "now",
+        "options",
+        "registry",
+        "telemetry",
     )
 
     def __init__(
@@ -95,13 +98,13 @@ class BreakerStrategy:
         telemetry: Telemetry,
         on_transition: HostTransition | None = None,
     ) -> None:
-        self._options = options
+        self.options = options
         self.now = reader(clock)
-        self._telemetry = telemetry
+        self.telemetry = telemetry
         self.failed = failure_table(options.breaker_on_status)
         self._classify = options.should_break
         self.manual = ManualState()
-        self._registry: HostRegistry | None = None
+        self.registry: HostRegistry | None = None
         self._shared: CircuitBreaker | None = None
         tell: HostTransition = telemetry.breaker
         if on_transition is not None:
@@ -109,7 +112,7 @@ class BreakerStrategy:
 
         if options.breaker_per_host:
             registry = HostRegistry(options.maximum_hosts, self._new_breaker, tell)
-            self._registry = registry
+            self.registry = registry
             self.breaker: Callable[[str], CircuitBreaker] = registry.breaker
             self.breakers: Callable[[], list[tuple[str, CircuitBreaker]]] = (
                 registry.items
@@ -127,24 +130,9 @@ class BreakerStrategy:
             self.breakers = lambda: [(ALL_HOSTS, shared)]
 
     @property
-    def registry(self) -> HostRegistry | None:
-        """The per-host breakers; None when one breaker is shared."""
-        return self._registry
-
-    @property
-    def telemetry(self) -> Telemetry:
-        """Where transitions and rejections are reported."""
-        return self._telemetry
-
-    @property
-    def options(self) -> BreakerOptions:
-        """The options the breakers were built from."""
-        return self._options
-
-    @property
     def maximum_hosts(self) -> int:
         """The per-host registry's bound."""
-        return self._options.maximum_hosts
+        return self.options.maximum_hosts
 
     def acquire(self, breaker: CircuitBreaker, call: Call) -> Ticket:
         """The ticket of an attempt the breaker lets through; raises if it does not.
@@ -154,13 +142,13 @@ class BreakerStrategy:
                 probe in flight, or an operator isolated the host.
         """
         if self.manual.pending and self._obey(call):
-            self._telemetry.rejection(call.method, call.host, "circuit_open")
+            self.telemetry.rejection(call.method, call.host, "circuit_open")
             raise BrokenCircuitError(
                 f"{call.where()}: circuit isolated by an operator, request not sent"
             )
         ticket = breaker.acquire(self.now())
         if ticket == REJECTED:
-            self._telemetry.rejection(call.method, call.host, "circuit_open")
+            self.telemetry.rejection(call.method, call.host, "circuit_open")
             raise BrokenCircuitError(
                 f"{call.where()}: circuit open, request not sent",
                 retry_after=breaker.retry_after(self.now()),
@@ -184,13 +172,13 @@ class BreakerStrategy:
         """Carry out the resets waiting; whether the call's host is isolated."""
         manual = self.manual
         for key in manual.take_resets():
-            if self._registry is not None:
-                found = self._registry.find(key)
+            if self.registry is not None:
+                found = self.registry.find(key)
             else:
                 found = self._shared if key == ALL_HOSTS else None
             if found is not None:
                 found.close()
-        key = call.host if self._registry is not None else ALL_HOSTS
+        key = call.host if self.registry is not None else ALL_HOSTS
         return key in manual.isolated
 
     def is_failure(self, response: httpx.Response) -> bool:
@@ -223,7 +211,7 @@ class BreakerStrategy:
             breaker.release(ticket)
 
     def _new_breaker(self, on_transition: TransitionListener) -> CircuitBreaker:
-        options = self._options
+        options = self.options
         return CircuitBreaker(
             failure_ratio=options.failure_ratio,
             minimum_throughput=options.minimum_throughput,

@@ -55,6 +55,11 @@ class QuotaStrategy:
         telemetry: Where refusals are reported.
         wall_clock: The present as a Unix time, for a legacy reset given as
             one, and for a ``Retry-After`` date.
+
+    Attributes:
+        refused: The hosts refused right now (look here before `check`).
+        reserve: The share of a published quota held back.
+        telemetry: Where refusals are reported.
     """
 
     __slots__ = (
@@ -62,10 +67,10 @@ class QuotaStrategy:
         "_legacy",
         "_names",
         "_now",
-        "_reserve",
-        "_telemetry",
         "_wall",
         "refused",
+        "reserve",
+        "telemetry",
     )
 
     def __init__(
@@ -76,7 +81,7 @@ class QuotaStrategy:
         telemetry: Telemetry,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
-        self._reserve = options.quota_reserve
+        self.reserve = options.quota_reserve
         self._legacy = tuple(
             name.lower().encode("ascii") for name in options.quota_legacy_headers
         )
@@ -85,7 +90,7 @@ class QuotaStrategy:
         self.refused: Mapping[str, float] = self._book.refused
         """The hosts refused right now, and until when: to look up without a call."""
         self._now = reader(clock)
-        self._telemetry = telemetry
+        self.telemetry = telemetry
         self._wall = wall_clock
 
     @property
@@ -110,7 +115,7 @@ class QuotaStrategy:
 
         Its message ends ``"<why>; <when> <wait> s"``; ``retry_after`` is `wait`.
         """
-        return rate_limited(self._telemetry, call, "quota", why, when, wait)
+        return rate_limited(self.telemetry, call, "quota", why, when, wait)
 
     def read(self, call: Call, response: httpx.Response) -> None:
         """Read the quota `response` publishes for the call's host."""
@@ -150,7 +155,7 @@ class QuotaStrategy:
 
     def apply(self, call: Call, response: httpx.Response, quotas: list[Quota]) -> None:
         """Refuse the call's host while `quotas` are spent; lift it when not."""
-        reserve = self._reserve
+        reserve = self.reserve
         for quota in quotas:
             if is_spent(quota, reserve):
                 break
@@ -167,16 +172,6 @@ class QuotaStrategy:
             wait = spent_for(quotas, reserve)
         if wait is not None and wait > 0:
             self._book.refuse(call.host, self._now() + wait)
-
-    @property
-    def reserve(self) -> float:
-        """The share of a published quota held back."""
-        return self._reserve
-
-    @property
-    def telemetry(self) -> Telemetry:
-        """Where refusals are reported."""
-        return self._telemetry
 
     @staticmethod
     def _from_mapping(
