@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextvars
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack
+from dataclasses import dataclass, field
 
 __all__ = ["ContextBody", "serve_in_context"]
 
@@ -45,23 +46,22 @@ def _start(
         return ContextBody(body, iterator, context, stack.pop_all())
 
 
+@dataclass(eq=False, slots=True)
 class ContextBody:
-    """A WSGI body read, and closed, in the context its request ran in."""
+    """A WSGI body read, and closed, in the context its request ran in.
 
-    __slots__ = ("_body", "_closed", "_context", "_iterator", "_stack")
+    Args:
+        _body: The app's body.
+        _iterator: The body's iterator, made in the request's context.
+        _context: The request's context.
+        _stack: The blocks entered for the request, left on `close`.
+    """
 
-    def __init__(
-        self,
-        body: Iterable[bytes],
-        iterator: Iterator[bytes],
-        context: contextvars.Context,
-        stack: ExitStack,
-    ) -> None:
-        self._body = body
-        self._iterator = iterator
-        self._context = context
-        self._stack = stack
-        self._closed = False
+    _body: Iterable[bytes]
+    _iterator: Iterator[bytes]
+    _context: contextvars.Context
+    _stack: ExitStack
+    _closed: bool = field(default=False, init=False)
 
     def __iter__(self) -> ContextBody:
         return self
