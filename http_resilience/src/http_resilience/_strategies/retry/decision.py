@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 
 import httpx
@@ -26,6 +27,7 @@ from http_resilience._primitives.testing_mode import retries_allowed
 __all__ = ["RetryDecision"]
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RetryDecision:
     """Whether a failed attempt is followed by another, and after how long.
 
@@ -41,6 +43,9 @@ class RetryDecision:
         random: A float in [0, 1) per call, for the jitter.
         wall_clock: The present, to read a ``Retry-After`` date when the
             response has no valid ``Date``.
+        backoff: The delays' curve: exponential, linear or constant.
+        max_delay: The cap on a delay before jitter, seconds.
+        retry_methods: The methods retried without `retry_unsafe_methods`.
 
     Example:
         >>> decision = RetryDecision(
@@ -55,48 +60,25 @@ class RetryDecision:
         True
     """
 
-    __slots__ = (
-        "_backoff",
-        "_base",
-        "_ceiling",
-        "_max",
-        "_methods",
-        "_random",
-        "_unsafe",
-        "_wall_clock",
-    )
-
-    def __init__(
-        self,
-        *,
-        max_retry_attempts: int,
-        base_delay: float,
-        retry_unsafe_methods: bool,
-        random: Callable[[], float],
-        wall_clock: Callable[[], datetime] = utc_now,
-        backoff: Backoff = "exponential",
-        max_delay: float = math.inf,
-        retry_methods: frozenset[str] = SAFE_METHODS,
-    ) -> None:
-        self._max = max_retry_attempts
-        self._base = base_delay
-        self._unsafe = retry_unsafe_methods
-        self._random = random
-        self._wall_clock = wall_clock
-        self._backoff: Backoff = backoff
-        self._ceiling = max_delay
-        self._methods = retry_methods
+    max_retry_attempts: int
+    base_delay: float
+    retry_unsafe_methods: bool
+    random: Callable[[], float]
+    wall_clock: Callable[[], datetime] = utc_now
+    backoff: Backoff = "exponential"
+    max_delay: float = math.inf
+    retry_methods: frozenset[str] = SAFE_METHODS
 
     def will_retry(self, request: httpx.Request, stream: object = None) -> bool:
         """Whether a failed attempt of `request` may be sent again at all.
 
         `stream`: the body before the first attempt, if it may have changed.
         """
-        return self._max > 0 and may_retry(
+        return self.max_retry_attempts > 0 and may_retry(
             request,
-            retry_unsafe_methods=self._unsafe,
+            retry_unsafe_methods=self.retry_unsafe_methods,
             stream=stream,
-            methods=self._methods,
+            methods=self.retry_methods,
         )
 
     def delay(self, attempt: int, response: httpx.Response | None) -> float:
@@ -110,21 +92,21 @@ class RetryDecision:
             if values:
                 asked = parse_retry_after(
                     values,
-                    now=self._wall_clock(),
+                    now=self.wall_clock(),
                     date=response.headers.get_list("date"),
                 )
                 if asked is not None:
                     return asked
-        jitter = jitter_factor(self._random())
-        return min(self.curve(attempt), self._ceiling) * jitter
+        jitter = jitter_factor(self.random())
+        return min(self.curve(attempt), self.max_delay) * jitter
 
     def curve(self, attempt: int) -> float:
         """The delay after failed attempt `attempt` before jitter and the cap."""
-        if self._backoff == "constant":
-            return self._base
-        if self._backoff == "linear":
-            return self._base * max(attempt, 1)
-        return exponential(self._base, attempt)
+        if self.backoff == "constant":
+            return self.base_delay
+        if self.backoff == "linear":
+            return self.base_delay * max(attempt, 1)
+        return exponential(self.base_delay, attempt)
 
     def allows(self, attempt: int, wait: float, *, now: float, deadline: float) -> bool:
         """Whether another attempt may follow attempt `attempt` after `wait` s.
@@ -132,7 +114,10 @@ class RetryDecision:
         Within `max_retry_attempts` (fewer under `set_testing`'s cap), and the
         wait ending before `deadline`.
         """
-        return attempt <= retries_allowed(self._max) and now + wait < deadline
+        return (
+            attempt <= retries_allowed(self.max_retry_attempts)
+            and now + wait < deadline
+        )
 
     def next_delay(
         self,
@@ -147,7 +132,7 @@ class RetryDecision:
         None when the `max_retry_attempts` retries are spent, or when the wait
         would reach `deadline` (seconds on the same clock as `now`).
         """
-        if attempt > retries_allowed(self._max):
+        if attempt > retries_allowed(self.max_retry_attempts):
             return None
         wait = self.delay(attempt, response)
         return wait if self.allows(attempt, wait, now=now, deadline=deadline) else None
