@@ -20,6 +20,7 @@ import secrets
 import threading
 from collections import deque
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Final, NamedTuple
 
 from http_resilience._core.call import Call
@@ -61,6 +62,16 @@ class FleetBreak(NamedTuple):
     mine: bool
 
 
+def _probe_token() -> int:
+    """Who holds a probe claim: unique to one transport, random.
+
+    Below 10**13, so Lua writes it back exactly (it formats numbers with 14
+    digits).
+    """
+    return secrets.randbelow(10**12) + 1
+
+
+@dataclass(eq=False, repr=False, slots=True)
 class ClientShare:
     """What one transport (client `name`) shares through its `SharedState`.
 
@@ -86,43 +97,35 @@ class ClientShare:
             same, until Redis answers it (the sync thread's).
     """
 
-    def __init__(
-        self,
-        name: str,
-        *,
-        wall: Callable[[], float],
-        wake: Callable[[], None],
-        interval: float,
-        detach: Callable[[ClientShare], None],
-    ) -> None:
-        self.name = name
-        self.wall = wall
-        self.wake = wake
-        self.interval = interval
-        self._detach = detach
-        self.up = False
-        # Who holds a probe claim: unique to this transport. Below 10**13, so
-        # Lua writes it back exactly (it formats numbers with 14 digits).
-        self.token = secrets.randbelow(10**12) + 1
-        self.replica = secrets.token_hex(8)
-        self.sequence = 0
-        self.pending: CountedBatch | None = None
-        self.open_hosts: dict[str, FleetBreak] = {}
-        self.probes: dict[str, float] = {}
-        self.claims_seen: dict[str, float] = {}
-        # Hosts a call was refused for during the fleet's break: their probe
-        # is claimed at the first sync after the break ends.
-        self.waiting: set[str] = set()
-        self.outbox: deque[tuple[str, str, float]] = deque()
-        self.budget_terms: BudgetTerms | None = None
-        self.budget_items: Callable[[], list[tuple[str, RetryBudget]]] | None = None
-        self.break_duration = 0.0
-        self.breakers: BreakerStrategy | None = None
-        self.quota: SharedQuotaStrategy | None = None
-        self.lost = False
-        self.lock = threading.Lock()
-        self._closed = False
-        self._lock = threading.Lock()
+    name: str
+    _: KW_ONLY
+    wall: Callable[[], float]
+    wake: Callable[[], None]
+    interval: float
+    detach: Callable[[ClientShare], None]
+    up: bool = field(default=False, init=False)
+    token: int = field(default_factory=_probe_token, init=False)
+    replica: str = field(default_factory=lambda: secrets.token_hex(8), init=False)
+    sequence: int = field(default=0, init=False)
+    pending: CountedBatch | None = field(default=None, init=False)
+    open_hosts: dict[str, FleetBreak] = field(default_factory=dict, init=False)
+    probes: dict[str, float] = field(default_factory=dict, init=False)
+    claims_seen: dict[str, float] = field(default_factory=dict, init=False)
+    # Hosts a call was refused for during the fleet's break: their probe
+    # is claimed at the first sync after the break ends.
+    waiting: set[str] = field(default_factory=set, init=False)
+    outbox: deque[tuple[str, str, float]] = field(default_factory=deque, init=False)
+    budget_terms: BudgetTerms | None = field(default=None, init=False)
+    budget_items: Callable[[], list[tuple[str, RetryBudget]]] | None = field(
+        default=None, init=False
+    )
+    break_duration: float = field(default=0.0, init=False)
+    breakers: BreakerStrategy | None = field(default=None, init=False)
+    quota: SharedQuotaStrategy | None = field(default=None, init=False)
+    lost: bool = field(default=False, init=False)
+    lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+    _closed: bool = field(default=False, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
     # -- the request path --------------------------------------------------
 
@@ -236,9 +239,7 @@ class ClientShare:
         self.up = False
         self.lost = True
         self.outbox.clear()
-        # Who holds a probe claim: unique to this transport. Below 10**13, so
-        # Lua writes it back exactly (it formats numbers with 14 digits).
-        self.token = secrets.randbelow(10**12) + 1
+        self.token = _probe_token()
         self.open_hosts = {}
         self.probes = {}
         self.claims_seen = {}
@@ -264,4 +265,4 @@ class ClientShare:
             if self._closed:
                 return
             self._closed = True
-        self._detach(self)
+        self.detach(self)
