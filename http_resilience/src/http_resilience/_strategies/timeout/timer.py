@@ -13,6 +13,7 @@ import math
 import time
 from collections import deque
 from collections.abc import MutableMapping
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Final
 
 import anyio
@@ -26,6 +27,7 @@ __all__ = ["Cut", "DeadlineTimer", "Deadlines", "ScopeWait"]
 _RESOLUTION: Final = time.get_clock_info("monotonic").resolution
 
 
+@dataclass(eq=False, slots=True)
 class Cut:
     """One attempt's deadline: cancels the attempt's task when it passes.
 
@@ -50,38 +52,17 @@ class Cut:
         by_around: Whether the deadline around this one made the cut.
     """
 
-    __slots__ = (
-        "_timer",
-        "around",
-        "by_around",
-        "done",
-        "fired",
-        "queued",
-        "span",
-        "task",
-        "wait",
-        "when",
-    )
-
-    def __init__(
-        self,
-        task: asyncio.Task[Any],
-        when: float,
-        *,
-        wait: PoolWait | None = None,
-        around: float = math.inf,
-        span: float = 0.0,
-    ) -> None:
-        self.task = task
-        self.when = when
-        self.wait = wait
-        self.around = around
-        self.span = span
-        self.fired = False
-        self.done = False
-        self.queued = False
-        self.by_around = False
-        self._timer: asyncio.TimerHandle | None = None
+    task: asyncio.Task[Any]
+    when: float
+    _: KW_ONLY
+    wait: PoolWait | None = None
+    around: float = math.inf
+    span: float = 0.0
+    fired: bool = field(default=False, init=False)
+    done: bool = field(default=False, init=False)
+    queued: bool = field(default=False, init=False)
+    by_around: bool = field(default=False, init=False)
+    _timer: asyncio.TimerHandle | None = field(default=None, init=False, repr=False)
 
     def fire(self) -> None:
         """The deadline passed: cancel the attempt, unless it ended or waits.
