@@ -313,6 +313,28 @@ TWINS: tuple[Twin, ...] = (
             ('"sqlite+aiosqlite://"', '"sqlite://"'),
         ),
     ),
+    Twin(
+        "mediator_resilience/src/mediator_resilience/_driver.py",
+        "mediator_resilience/src/mediator_resilience/_driver_sync.py",
+        names={
+            "AsyncRetryDriver": "SyncRetryDriver",
+            "handle": "handle_sync",
+            "_retry_async": "_retry_sync",
+            "AsyncRetrying": "Retrying",
+            "_clock.sleep": "_clock.sleep_sync",
+            "Next": "SyncNext",
+            "async path": "sync path",
+            "async driver": "sync driver",
+        },
+        text=(
+            (
+                "The sync driver, `_driver_sync`, is generated from this module by\n"
+                "``tools/unasync.py``: edit this one and run the script.",
+                "This sync driver is generated from `_driver` by\n"
+                "``tools/unasync.py``: edit that one and run the script.",
+            ),
+        ),
+    ),
 )
 
 
