@@ -108,13 +108,17 @@ class ClientShare:
     replica: str = field(default_factory=lambda: secrets.token_hex(8), init=False)
     sequence: int = field(default=0, init=False)
     pending: CountedBatch | None = field(default=None, init=False)
-    open_hosts: dict[str, FleetBreak] = field(default_factory=dict, init=False)
-    probes: dict[str, float] = field(default_factory=dict, init=False)
-    claims_seen: dict[str, float] = field(default_factory=dict, init=False)
+    open_hosts: dict[str, FleetBreak] = field(
+        default_factory=dict[str, FleetBreak], init=False
+    )
+    probes: dict[str, float] = field(default_factory=dict[str, float], init=False)
+    claims_seen: dict[str, float] = field(default_factory=dict[str, float], init=False)
     # Hosts a call was refused for during the fleet's break: their probe
     # is claimed at the first sync after the break ends.
-    waiting: set[str] = field(default_factory=set, init=False)
-    outbox: deque[tuple[str, str, float]] = field(default_factory=deque, init=False)
+    waiting: set[str] = field(default_factory=set[str], init=False)
+    outbox: deque[tuple[str, str, float]] = field(
+        default_factory=deque[tuple[str, str, float]], init=False
+    )
     budget_terms: BudgetTerms | None = field(default=None, init=False)
     budget_items: Callable[[], list[tuple[str, RetryBudget]]] | None = field(
         default=None, init=False
