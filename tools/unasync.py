@@ -178,6 +178,33 @@ TWINS: tuple[Twin, ...] = (
         ),
     ),
     Twin(
+        f"{_HTTP}/_transports/env_proxies.py",
+        f"{_HTTP}/_transports/env_proxies_sync.py",
+        names={
+            "AsyncProxyRouter": "ProxyRouter",
+            "AsyncProxyMount": "ProxyMount",
+            "AsyncHTTPTransport": "HTTPTransport",
+            "AsyncBaseTransport": "BaseTransport",
+            "handle_async_request": "handle_request",
+        },
+        text=(
+            (
+                '"""The async clients\' proxy router and mounts; the sync ones '
+                "beside it.\n",
+                '"""The sync clients\' proxy router and mounts.\n',
+            ),
+            (
+                "The sync router and mount, in "
+                "`http_resilience._transports.env_proxies_sync`,\nare generated "
+                "from this module by ``tools/unasync.py``: edit this one and run"
+                "\nthe script.\n",
+                "Generated from `http_resilience._transports.env_proxies` by "
+                "``tools/unasync.py``:\nedit that one and run the script.\n",
+            ),
+            ("an\n            `ProxyRouter`", "a\n            `ProxyRouter`"),
+        ),
+    ),
+    Twin(
         f"{_MEDIATOR}/_dispatch/chain.py",
         f"{_MEDIATOR}/_dispatch/chain_sync.py",
         names={
