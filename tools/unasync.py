@@ -154,8 +154,8 @@ TWINS: tuple[Twin, ...] = (
         ),
     ),
     Twin(
-        f"{_HTTP}/_transports/client.py",
-        f"{_HTTP}/_transports/client_sync.py",
+        f"{_HTTP}/_clients/client.py",
+        f"{_HTTP}/_clients/client_sync.py",
         names={
             "create_async_client": "create_client",
             "build_async_client": "build_client",
@@ -178,8 +178,8 @@ TWINS: tuple[Twin, ...] = (
         ),
     ),
     Twin(
-        f"{_HTTP}/_transports/env_proxies.py",
-        f"{_HTTP}/_transports/env_proxies_sync.py",
+        f"{_HTTP}/_clients/env_proxies.py",
+        f"{_HTTP}/_clients/env_proxies_sync.py",
         names={
             "AsyncProxyRouter": "ProxyRouter",
             "AsyncProxyMount": "ProxyMount",
@@ -195,10 +195,10 @@ TWINS: tuple[Twin, ...] = (
             ),
             (
                 "The sync router and mount, in "
-                "`http_resilience._transports.env_proxies_sync`,\nare generated "
+                "`http_resilience._clients.env_proxies_sync`,\nare generated "
                 "from this module by ``tools/unasync.py``: edit this one and run"
                 "\nthe script.\n",
-                "Generated from `http_resilience._transports.env_proxies` by "
+                "Generated from `http_resilience._clients.env_proxies` by "
                 "``tools/unasync.py``:\nedit that one and run the script.\n",
             ),
             ("an\n            `ProxyRouter`", "a\n            `ProxyRouter`"),

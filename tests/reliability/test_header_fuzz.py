@@ -58,7 +58,7 @@ from http_resilience._core.retry_after import (
 from http_resilience._core.send import SyncSend
 from http_resilience._strategies.retry.decision import RetryDecision
 from http_resilience._streams.download import Download
-from http_resilience._transports.correlation import (
+from http_resilience._transport.stamp import (
     check_header_name,
     correlation_stamp,
 )

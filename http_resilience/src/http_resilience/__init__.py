@@ -13,6 +13,7 @@ breaks, without handing the consumer an item twice unless told to;
 response body with `Range` requests.
 """
 
+from http_resilience._clients.client import create_async_client, create_client
 from http_resilience._clients.factory import HttpClientFactory
 from http_resilience._core.clock import Clock, SystemClock
 from http_resilience._core.correlation import (
@@ -52,6 +53,8 @@ from http_resilience._health.snapshot import (
     LimiterHealth,
     health,
 )
+from http_resilience._middleware.asgi import ResilienceErrorMiddleware
+from http_resilience._middleware.asgi_context import ResilienceContextMiddleware
 from http_resilience._pipelines.custom import ResiliencePipeline
 from http_resilience._pipelines.standard import HttpResilienceOptions
 from http_resilience._primitives.public_names import publish as _publish
@@ -68,10 +71,7 @@ from http_resilience._streams.resumable_sync import resumable_bytes_sync
 from http_resilience._streams.retry import with_retry
 from http_resilience._streams.retry_support import suppressed_failure
 from http_resilience._streams.retry_sync import with_retry_sync
-from http_resilience._transports.asgi import ResilienceErrorMiddleware
-from http_resilience._transports.client import create_async_client, create_client
-from http_resilience._transports.context_middleware import ResilienceContextMiddleware
-from http_resilience._transports.transport import (
+from http_resilience._transport.transport import (
     AsyncResilientTransport,
     ResilientTransport,
 )

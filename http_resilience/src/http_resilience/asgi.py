@@ -53,14 +53,14 @@ from http_resilience._health.snapshot import (
     health,
     resilient_transports,
 )
-from http_resilience._transports.asgi import (
+from http_resilience._middleware.asgi import (
     ASGIApp,
     Receive,
     ResilienceErrorMiddleware,
     Scope,
     Send,
 )
-from http_resilience._transports.stack import MiddlewareOrderError
+from http_resilience._middleware.stack import MiddlewareOrderError
 
 __all__ = ["MiddlewareOrderError", "ResilienceErrorMiddleware", "liveness", "readiness"]
 

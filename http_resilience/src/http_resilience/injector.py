@@ -20,7 +20,7 @@ from http_resilience._core.clock import Clock
 from http_resilience._core.correlation import correlation_id, current_correlation_id
 from http_resilience._core.events import HttpEventListener
 from http_resilience._fleet.state import SharedState
-from http_resilience._transports.correlation import DEFAULT_CORRELATION_HEADER
+from http_resilience._transport.stamp import DEFAULT_CORRELATION_HEADER
 
 __all__ = [
     "HttpClientFactory",

@@ -29,7 +29,7 @@ from http_resilience._primitives.testing_mode import (
     is_testing,
     set_testing,
 )
-from http_resilience._transports.scripted import ScriptedAnswer, ScriptedTransport
+from http_resilience._testing.scripted import ScriptedAnswer, ScriptedTransport
 
 __all__ = [
     "EventRecorder",

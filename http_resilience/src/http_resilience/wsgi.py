@@ -26,7 +26,7 @@ Example:
     ... )
 """
 
-from http_resilience._transports.wsgi import (
+from http_resilience._middleware.wsgi import (
     ResilienceContextMiddleware,
     ResilienceErrorMiddleware,
 )

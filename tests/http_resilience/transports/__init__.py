@@ -1,1 +1,1 @@
-"""Tests of http_resilience._transports."""
+"""Tests of the transports, the clients and the middlewares."""

@@ -18,7 +18,7 @@ from http_resilience._core.errors import (
     ResilienceLayerError,
     TotalTimeoutError,
 )
-from http_resilience._transports.asgi import ResilienceErrorMiddleware
+from http_resilience._middleware.asgi import ResilienceErrorMiddleware
 from tests.support.fault_server import run_lifespan, serve_app
 
 pytestmark = pytest.mark.anyio

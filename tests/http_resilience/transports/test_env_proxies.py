@@ -27,8 +27,8 @@ from http_resilience import (
     create_async_client,
     create_client,
 )
-from http_resilience._transports.client_transports import transports_of
-from http_resilience._transports.env_proxies import ROUTE, environment_proxies
+from http_resilience._clients.env_proxies import ROUTE, environment_proxies
+from http_resilience._transport.registry import transports_of
 from http_resilience.testing import FakeClock
 from tests.support.fault_server import FaultServer
 from tests.support.forward_proxy import ForwardProxy, serve_forward_proxy

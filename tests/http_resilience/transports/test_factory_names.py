@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from http_resilience import HttpClientFactory
-from http_resilience._transports.client_names import check_client_names
+from http_resilience._clients.names import check_client_names
 from http_resilience.injector import HttpClientsModule
 from http_resilience.testing import FakeClock
 

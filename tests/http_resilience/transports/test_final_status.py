@@ -28,7 +28,7 @@ from http_resilience import (
     deadline_scope,
 )
 from http_resilience._core.classify import FINAL_MARK
-from http_resilience._transports.asgi import problem_for
+from http_resilience._middleware.asgi import problem_for
 from http_resilience.testing import FakeClock
 from tests.http_resilience.scripted import (
     URL,

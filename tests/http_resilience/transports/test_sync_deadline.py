@@ -16,7 +16,7 @@ import pytest
 
 from http_resilience import HttpResilienceOptions, ResilientTransport
 from http_resilience._core.clock import ATTEMPT_DEADLINE, real_time
-from http_resilience._transports.sync_deadline import (
+from http_resilience._transport.sync_deadline import (
     WRITE_PIECE,
     DeadlineBackend,
     DeadlineStream,

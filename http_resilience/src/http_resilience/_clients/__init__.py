@@ -1,6 +1,7 @@
-"""Named clients above health: the `HttpClientFactory` and what it reports.
+"""The clients built here: `create_client`, named clients, `HttpClientFactory`.
 
-The factory keeps named long-lived clients, each over a resilient transport
-(`http_resilience._transports`), and answers their health
-(`http_resilience._health`), so it sits above both.
+Each client runs on resilient transports (`http_resilience._transport`) and
+the factory answers their health (`http_resilience._health`), so this folder
+sits above both. The environment's proxies are read here too, as httpx
+reads them, since only a client routes by them.
 """

@@ -9,6 +9,11 @@ from typing import Any, ClassVar, Final, Self, TypeVar
 
 import httpx
 
+from http_resilience._clients.named import (
+    FactorySettings,
+    NamedClient,
+)
+from http_resilience._clients.names import check_client_names
 from http_resilience._clients.scope import MODULE, ModuleOnly
 from http_resilience._core.clock import Clock
 from http_resilience._core.events import HttpEventListener
@@ -18,13 +23,8 @@ from http_resilience._pipelines.custom import ResiliencePipeline
 from http_resilience._pipelines.standard import (
     HttpResilienceOptions,
 )
-from http_resilience._transports.client_names import check_client_names
-from http_resilience._transports.correlation import (
+from http_resilience._transport.stamp import (
     DEFAULT_CORRELATION_HEADER,
-)
-from http_resilience._transports.named_client import (
-    FactorySettings,
-    NamedClient,
 )
 
 __all__ = ["DEFAULT_CLIENT", "HttpClientFactory"]

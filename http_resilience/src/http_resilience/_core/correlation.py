@@ -3,7 +3,7 @@
 The id of a call is the one set with `correlation_id` (a context variable, so
 it follows the task and the threads `asyncio.to_thread` starts), else a new
 one (`new_correlation_id`). The transport's stamp that puts it on the wire
-(`http_resilience._transports.correlation`), the telemetry that logs it and
+(`http_resilience._transport.stamp`), the telemetry that logs it and
 the stream retry's log line all read it here.
 """
 

@@ -22,8 +22,8 @@ from http_resilience._strategies.budget.strategy import (
     SyncRetryBudget,
 )
 from http_resilience._strategies.concurrency.strategy import AsyncLimiter, SyncLimiter
-from http_resilience._transports.client_transports import transports_of
-from http_resilience._transports.transport import (
+from http_resilience._transport.registry import transports_of
+from http_resilience._transport.transport import (
     AsyncResilientTransport,
     ResilientTransport,
 )

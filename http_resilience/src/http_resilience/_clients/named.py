@@ -20,6 +20,9 @@ from typing import Any, cast
 
 import httpx
 
+from http_resilience._clients.arguments import check_urls
+from http_resilience._clients.client import build_async_client
+from http_resilience._clients.client_sync import build_client
 from http_resilience._core.clock import Clock
 from http_resilience._core.correlation import CorrelationSource
 from http_resilience._core.events import HttpEventListener
@@ -30,19 +33,16 @@ from http_resilience._pipelines.standard import (
     apply_environment,
     client_environment,
 )
-from http_resilience._transports.client import build_async_client
-from http_resilience._transports.client_arguments import check_urls
-from http_resilience._transports.client_sync import build_client
-from http_resilience._transports.correlation import (
-    check_correlation_source,
-    check_header_name,
-    correlation_stamp,
-)
-from http_resilience._transports.resilient import refuse_second_layer
-from http_resilience._transports.resolve import (
+from http_resilience._transport.resilient import refuse_second_layer
+from http_resilience._transport.resolve import (
     check_deadline_header,
     checked_options,
     checked_pipeline,
+)
+from http_resilience._transport.stamp import (
+    check_correlation_source,
+    check_header_name,
+    correlation_stamp,
 )
 
 __all__ = ["FactorySettings", "NamedClient", "check_shared"]

@@ -12,11 +12,11 @@ from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
 
-from http_resilience._transports.asgi import Message, send_problem
+from http_resilience._middleware.asgi import Message, send_problem
 
 if TYPE_CHECKING:
     from _typeshed import OptExcInfo
-from http_resilience._transports.stack import enter_stack as enter_asgi_stack
+from http_resilience._middleware.stack import enter_stack as enter_asgi_stack
 
 __all__ = [
     "StartResponse",

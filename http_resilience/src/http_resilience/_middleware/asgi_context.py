@@ -48,13 +48,13 @@ from http_resilience._core.correlation import inbound_correlation_id
 from http_resilience._core.nested import (
     DownstreamRecord,
 )
-from http_resilience._transports.asgi import problem_for, send_problem
-from http_resilience._transports.stack import entered
-from http_resilience._transports.wsgi_inbound import (
+from http_resilience._middleware.asgi import problem_for, send_problem
+from http_resilience._middleware.inbound import (
     InboundContext,
     lowered,
     read_attempt,
 )
+from http_resilience._middleware.stack import entered
 
 __all__ = ["ResilienceContextMiddleware", "TrustedCaller"]
 

@@ -33,7 +33,7 @@ from http_resilience._primitives.durations import (
     in_seconds,
     read_duration,
 )
-from http_resilience._transports.correlation import DEFAULT_CORRELATION_HEADER
+from http_resilience._transport.stamp import DEFAULT_CORRELATION_HEADER
 
 __all__ = [
     "MAX_ATTEMPT",

@@ -1,18 +1,19 @@
-"""The async clients' proxy router and mounts; the sync ones beside it.
+# Generated from env_proxies.py by tools/unasync.py; do not edit.
+# Edit the async source and run `python tools/unasync.py`.
+"""The sync clients' proxy router and mounts.
 
 All calls of a client go through its one resilient transport, proxied or
 not: one limiter, one retry budget, one breaker per host, whichever way a
 call leaves. So a proxy gets no resilient transport of its own. Its mount
-(`AsyncProxyMount`) tags the call with the proxy and hands it to the client's
-resilient transport; the transport that one wraps (`AsyncProxyRouter`, httpx's
+(`ProxyMount`) tags the call with the proxy and hands it to the client's
+resilient transport; the transport that one wraps (`ProxyRouter`, httpx's
 transport extended) sends each attempt of a tagged call through that proxy,
 and any other attempt direct. It extends httpx's transport rather than wraps
 it, so the pool sweep and the sync deadlines still see its direct pool. The
 proxies come from the environment as httpx reads them (`proxy_env`).
 
-The sync router and mount, in `http_resilience._transports.env_proxies_sync`,
-are generated from this module by ``tools/unasync.py``: edit this one and run
-the script.
+Generated from `http_resilience._clients.env_proxies` by ``tools/unasync.py``:
+edit that one and run the script.
 """
 
 from __future__ import annotations
@@ -23,31 +24,17 @@ from typing import Any
 
 import httpx
 
-# The names this module has always been imported from (`ROUTE`,
-# `environment_proxies`, the sync twins) are re-exported here.
-from http_resilience._transports.env_proxies_sync import (  # unasync: async-only
-    ProxyMount as ProxyMount,
-)
-from http_resilience._transports.env_proxies_sync import (  # unasync: async-only
-    ProxyRouter as ProxyRouter,
-)
-from http_resilience._transports.proxy_env import (  # unasync: async-only
-    ROUTE as ROUTE,
-)
-from http_resilience._transports.proxy_env import (
+from http_resilience._clients.proxy_env import (
     MountBase,
     proxy_transports,
     routed,
     tagged,
 )
-from http_resilience._transports.proxy_env import (  # unasync: async-only
-    environment_proxies as environment_proxies,
-)
 
-__all__ = ["AsyncProxyMount", "AsyncProxyRouter"]
+__all__ = ["ProxyMount", "ProxyRouter"]
 
 
-class AsyncProxyRouter(httpx.AsyncHTTPTransport):
+class ProxyRouter(httpx.HTTPTransport):
     """httpx's transport, and one more per environment proxy to send through.
 
     An attempt tagged with `ROUTE` goes through the proxy it names; any other
@@ -64,33 +51,31 @@ class AsyncProxyRouter(httpx.AsyncHTTPTransport):
     def __init__(self, proxies: Mapping[str, str | None], building: Mapping[str, Any]):
         super().__init__(**building)
         self._proxies = proxies
-        self._via = proxy_transports(proxies, building, httpx.AsyncHTTPTransport)
+        self._via = proxy_transports(proxies, building, httpx.HTTPTransport)
 
     def mounts(
-        self, resilient: httpx.AsyncBaseTransport
-    ) -> dict[str, httpx.AsyncBaseTransport | None]:
+        self, resilient: httpx.BaseTransport
+    ) -> dict[str, httpx.BaseTransport | None]:
         """The client's mounts for the proxies: each enters `resilient`, tagged."""
         return {
-            pattern: None
-            if url is None
-            else AsyncProxyMount(resilient, self._via[pattern])
+            pattern: None if url is None else ProxyMount(resilient, self._via[pattern])
             for pattern, url in self._proxies.items()
         }
 
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
         """Send `request` through the proxy its `ROUTE` names, or direct."""
         proxy = routed(request, self._via.values())
         if proxy is None:
-            return await super().handle_async_request(request)
-        return await proxy.handle_async_request(request)
+            return super().handle_request(request)
+        return proxy.handle_request(request)
 
-    async def aclose(self) -> None:
+    def close(self) -> None:
         """Close the direct pool and every proxy's."""
         for proxy in self._via.values():
-            await proxy.aclose()
-        await super().aclose()
+            proxy.close()
+        super().close()
 
-    async def __aexit__(
+    def __exit__(
         self,
         exc_type: type[BaseException] | None = None,
         exc_value: BaseException | None = None,
@@ -98,11 +83,11 @@ class AsyncProxyRouter(httpx.AsyncHTTPTransport):
     ) -> None:
         """Exit the direct pool and every proxy's (httpx's exits only its own)."""
         for proxy in self._via.values():
-            await proxy.__aexit__(exc_type, exc_value, traceback)
-        await super().__aexit__(exc_type, exc_value, traceback)
+            proxy.__exit__(exc_type, exc_value, traceback)
+        super().__exit__(exc_type, exc_value, traceback)
 
 
-class AsyncProxyMount(MountBase[httpx.AsyncBaseTransport], httpx.AsyncBaseTransport):
+class ProxyMount(MountBase[httpx.BaseTransport], httpx.BaseTransport):
     """A proxy's mount: the call runs through the client's resilient transport.
 
     The request carries `ROUTE` while the call runs, so every attempt the
@@ -111,15 +96,15 @@ class AsyncProxyMount(MountBase[httpx.AsyncBaseTransport], httpx.AsyncBaseTransp
     resilient transport, which closes the router and the proxies.
 
     Args:
-        resilient: The client's resilient transport, around an
-            `AsyncProxyRouter`.
+        resilient: The client's resilient transport, around a
+            `ProxyRouter`.
         proxy: The router's transport for this proxy.
     """
 
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
         """Run `request` through the resilient transport, tagged for the proxy."""
         with tagged(request, self._proxy):
-            return await self._resilient.handle_async_request(request)
+            return self._resilient.handle_request(request)
 
-    async def aclose(self) -> None:
+    def close(self) -> None:
         """Nothing to close: the resilient transport owns the proxy's."""

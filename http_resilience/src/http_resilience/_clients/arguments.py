@@ -14,8 +14,8 @@ import httpx
 from http_resilience._core.hosts import UNPARSEABLE_URL, safe_target
 from http_resilience._pipelines.custom import ResiliencePipeline
 from http_resilience._pipelines.standard import HttpResilienceOptions
-from http_resilience._transports.resilient import refuse_second_layer
-from http_resilience._transports.resolve import resolve_options, resolve_pipeline
+from http_resilience._transport.resilient import refuse_second_layer
+from http_resilience._transport.resolve import resolve_options, resolve_pipeline
 
 __all__ = ["TRANSPORT_ARGUMENTS", "check_urls", "resolve", "split_arguments"]
 

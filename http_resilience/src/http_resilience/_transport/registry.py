@@ -14,7 +14,7 @@ from typing import TypeVar
 
 import httpx
 
-from http_resilience._transports.transport import (
+from http_resilience._transport.transport import (
     AsyncResilientTransport,
     ResilientTransport,
 )

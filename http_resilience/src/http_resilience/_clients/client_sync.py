@@ -1,4 +1,6 @@
-"""`create_async_client`: a long-lived client with one pipeline per transport."""
+# Generated from client.py by tools/unasync.py; do not edit.
+# Edit the async source and run `python tools/unasync.py`.
+"""`create_client`: a long-lived client with one pipeline per transport."""
 
 from __future__ import annotations
 
@@ -7,6 +9,11 @@ from typing import Any
 
 import httpx
 
+from http_resilience._clients.arguments import resolve, split_arguments
+from http_resilience._clients.env_proxies import (
+    ProxyRouter,
+    environment_proxies,
+)
 from http_resilience._core.clock import Clock
 from http_resilience._core.deadline import DEADLINE_HEADER
 from http_resilience._core.events import HttpEventListener
@@ -14,24 +21,13 @@ from http_resilience._core.send import Stamp
 from http_resilience._fleet.state import SharedState
 from http_resilience._pipelines.custom import ResiliencePipeline
 from http_resilience._pipelines.standard import HttpResilienceOptions
-from http_resilience._transports.client_arguments import resolve, split_arguments
+from http_resilience._transport.registry import remember_transports
+from http_resilience._transport.transport import ResilientTransport
 
-# tools/unasync.py writes client_sync.py from this module; the sync name is
-# re-exported here, where it has always been imported from.
-from http_resilience._transports.client_sync import (  # unasync: async-only
-    create_client as create_client,
-)
-from http_resilience._transports.client_transports import remember_transports
-from http_resilience._transports.env_proxies import (
-    AsyncProxyRouter,
-    environment_proxies,
-)
-from http_resilience._transports.transport import AsyncResilientTransport
-
-__all__ = ["build_async_client", "create_async_client"]
+__all__ = ["build_client", "create_client"]
 
 
-def create_async_client(
+def create_client(
     name: str = "default",
     options: HttpResilienceOptions | None = None,
     *,
@@ -42,14 +38,14 @@ def create_async_client(
     deadline_header: str | None = DEADLINE_HEADER,
     shared: SharedState | None = None,
     **httpx_kwargs: Any,
-) -> httpx.AsyncClient:
-    """An `httpx.AsyncClient` whose transport runs the standard pipeline, or yours.
+) -> httpx.Client:
+    """An `httpx.Client` whose transport runs the standard pipeline, or yours.
 
     Build it once and keep it: the per-host breakers live on its transport, and
     a client rebuilt per call starts every breaker afresh.
 
     ``transport=`` names the transport to wrap (default: an
-    `httpx.AsyncHTTPTransport` built from ``verify``, ``cert``, ``http1``,
+    `httpx.HTTPTransport` built from ``verify``, ``cert``, ``http1``,
     ``http2``, ``limits``, ``proxy`` and ``trust_env``, as httpx would). Each
     transport in ``mounts=`` is wrapped in a pipeline of its own with the same
     options. With ``trust_env`` on (the default) and neither ``transport=``
@@ -77,7 +73,7 @@ def create_async_client(
         shared: A `SharedState`: the retry budget, the published quota and
             the breakers are shared with every replica's client of the same
             name (the ``redis`` extra). None: this process only.
-        **httpx_kwargs: Passed to `httpx.AsyncClient` (``base_url``,
+        **httpx_kwargs: Passed to `httpx.Client` (``base_url``,
             ``headers``, ``auth``, ...).
 
     Raises:
@@ -85,7 +81,8 @@ def create_async_client(
             resilient: one resilience layer per client.
         TypeError: A transport of the wrong kind, ``proxy=`` beside
             ``transport=`` (httpx would route around the pipeline), or
-            `pipeline` with `options` or `config`.
+            `pipeline` with `options` or `config`, or a `pipeline` that
+            hedges: a blocking attempt cannot be cancelled.
         httpx.InvalidURL: ``base_url=`` or ``proxy=`` does not parse; the
             message names it an unparseable URL, never quoting it.
         ValueError: ``proxy=`` has a scheme httpx does not proxy through; the
@@ -93,18 +90,17 @@ def create_async_client(
         pydantic.ValidationError: Invalid configuration, naming the client.
 
     Example:
-        >>> import asyncio
-        >>> async def main() -> int:
-        ...     async with create_async_client(
+        >>> def main() -> int:
+        ...     with create_client(
         ...         "inventory",
         ...         base_url="http://inventory.local",
         ...         transport=httpx.MockTransport(lambda r: httpx.Response(200)),
         ...     ) as client:
-        ...         return (await client.get("/items")).status_code
-        >>> asyncio.run(main())
+        ...         return (client.get("/items")).status_code
+        >>> main()
         200
     """
-    return build_async_client(
+    return build_client(
         name,
         options,
         pipeline=pipeline,
@@ -118,7 +114,7 @@ def create_async_client(
     )
 
 
-def build_async_client(
+def build_client(
     name: str,
     options: HttpResilienceOptions | None,
     *,
@@ -130,31 +126,31 @@ def build_async_client(
     deadline_header: str | None = DEADLINE_HEADER,
     shared: SharedState | None = None,
     **httpx_kwargs: Any,
-) -> httpx.AsyncClient:
-    """`create_async_client`, whose transports run `stamp` on every attempt.
+) -> httpx.Client:
+    """`create_client`, whose transports run `stamp` on every attempt.
 
     The factory's clients are built so, to send the call's correlation id.
     """
     transport, building, mounts = split_arguments(name, httpx_kwargs)
-    resolved, custom = resolve(options, pipeline, config, name, sync=False)
-    router: AsyncProxyRouter | None = None
+    resolved, custom = resolve(options, pipeline, config, name, sync=True)
+    router: ProxyRouter | None = None
     if transport is None:
         proxies = environment_proxies(building)
         if any(url is not None for url in proxies.values()):
             # httpx's transport, with the environment's proxies beside it.
-            transport = router = AsyncProxyRouter(proxies, building)
+            transport = router = ProxyRouter(proxies, building)
         else:  # nothing to route: no check on each attempt
-            transport = httpx.AsyncHTTPTransport(**building)
+            transport = httpx.HTTPTransport(**building)
 
-    built: list[AsyncResilientTransport] = []
+    built: list[ResilientTransport] = []
 
-    def resilient(inner: object) -> AsyncResilientTransport:
-        if not isinstance(inner, httpx.AsyncBaseTransport):
+    def resilient(inner: object) -> ResilientTransport:
+        if not isinstance(inner, httpx.BaseTransport):
             raise TypeError(
-                f"HTTP client {name!r}: an async client needs async transports, "
+                f"HTTP client {name!r}: a sync client needs sync transports, "
                 f"got {type(inner).__qualname__}"
             )
-        made = AsyncResilientTransport(
+        made = ResilientTransport(
             inner,
             options=resolved,
             pipeline=custom,
@@ -170,12 +166,12 @@ def build_async_client(
 
     main = resilient(transport)
     # The environment's mounts first, yours over them: httpx's order.
-    every: dict[str, httpx.AsyncBaseTransport | None] = (
+    every: dict[str, httpx.BaseTransport | None] = (
         {} if router is None else router.mounts(main)
     )
     every.update(
         (pattern, None if mounted is None else resilient(mounted))
         for pattern, mounted in mounts.items()
     )
-    client = httpx.AsyncClient(transport=main, mounts=every, **httpx_kwargs)
+    client = httpx.Client(transport=main, mounts=every, **httpx_kwargs)
     return remember_transports(client, built)

@@ -18,14 +18,13 @@ from http_resilience._core.correlation import inbound_correlation_id
 from http_resilience._core.nested import (
     DownstreamRecord,
 )
-from http_resilience._primitives.wsgi_context import serve_in_context
-from http_resilience._transports.asgi import problem_for
-from http_resilience._transports.wsgi_inbound import (
+from http_resilience._middleware.asgi import problem_for
+from http_resilience._middleware.inbound import (
     InboundContext,
     lowered,
     read_attempt,
 )
-from http_resilience._transports.wsgi_types import (
+from http_resilience._middleware.wsgi_types import (
     StartResponse,
     WatchedStart,
     WSGIApplication,
@@ -37,6 +36,7 @@ from http_resilience._transports.wsgi_types import (
     start_problem,
     status_code,
 )
+from http_resilience._primitives.wsgi_context import serve_in_context
 
 __all__ = [
     "ResilienceContextMiddleware",

@@ -28,12 +28,12 @@ from http_resilience._fleet.link import ClientShare
 from http_resilience._fleet.state import SharedState
 from http_resilience._pipelines.custom import ResiliencePipeline
 from http_resilience._pipelines.standard import HttpResilienceOptions, standard_steps
-from http_resilience._transports.resolve import (
+from http_resilience._transport.resolve import (
     resolve_options,
     resolve_pipeline,
     teller,
 )
-from http_resilience._transports.sync_deadline import hold_deadlines
+from http_resilience._transport.sync_deadline import hold_deadlines
 
 __all__ = ["Colour", "Resilient", "own_request", "refuse_second_layer"]
 

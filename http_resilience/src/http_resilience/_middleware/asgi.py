@@ -31,7 +31,7 @@ from http_resilience._core.errors import (
     TotalTimeoutError,
 )
 from http_resilience._core.retry_after import MAX_RETRY_AFTER, parse_retry_after
-from http_resilience._transports.stack import entered
+from http_resilience._middleware.stack import entered
 
 __all__ = ["ResilienceErrorMiddleware", "problem_for", "send_problem"]
 

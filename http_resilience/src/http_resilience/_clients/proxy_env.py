@@ -23,7 +23,7 @@ from typing import Any, Final, Generic, TypeVar
 
 import httpx
 
-from http_resilience._transports.sync_deadline import hold_deadlines
+from http_resilience._transport.sync_deadline import hold_deadlines
 
 __all__ = [
     "ROUTE",

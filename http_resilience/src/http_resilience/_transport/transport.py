@@ -22,7 +22,7 @@ from http_resilience._core.builder import build_async, build_sync
 from http_resilience._core.call import AsyncHandler, SyncHandler
 from http_resilience._core.observed import observe_async, observe_sync
 from http_resilience._core.send import AsyncSend, SyncSend
-from http_resilience._transports.resilient import Colour, Resilient, own_request
+from http_resilience._transport.resilient import Colour, Resilient, own_request
 
 __all__ = ["AsyncResilientTransport", "ResilientTransport"]
 

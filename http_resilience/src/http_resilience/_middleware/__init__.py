@@ -1,0 +1,1 @@
+"""The web middlewares, ASGI and WSGI: the caller's context inward, errors outward."""

@@ -1,0 +1,1 @@
+"""What the public `http_resilience.testing` module is built from."""

@@ -1,1 +1,0 @@
-"""What users plug in: resilient transports, clients, factory, correlation, ASGI."""
