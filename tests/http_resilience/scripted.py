@@ -14,7 +14,7 @@ from http_resilience import (
     HttpResilienceOptions,
     ResilientTransport,
 )
-from http_resilience.testing import FakeClock
+from http_resilience.testing import EventRecorder, FakeClock
 
 E = TypeVar("E")
 
@@ -90,19 +90,6 @@ def script(*outcomes: Outcome) -> Script:
     return Script(list(outcomes))
 
 
-@dataclass
-class Events:
-    """A listener that keeps every event."""
-
-    seen: list[HttpEvent] = field(default_factory=list[HttpEvent])
-
-    def __call__(self, event: HttpEvent) -> None:
-        self.seen.append(event)
-
-    def of(self, kind: type[E]) -> list[E]:
-        return [event for event in self.seen if isinstance(event, kind)]
-
-
 def options(**values: Any) -> HttpResilienceOptions:
     return HttpResilienceOptions.model_validate(values)
 
@@ -116,7 +103,7 @@ def async_transport(
     handler: Any,
     clock: FakeClock,
     *,
-    events: Events | None = None,
+    events: EventRecorder[HttpEvent] | None = None,
     name: str = "orders",
     **values: Any,
 ) -> AsyncResilientTransport:
@@ -134,7 +121,7 @@ def sync_transport(
     handler: Any,
     clock: FakeClock,
     *,
-    events: Events | None = None,
+    events: EventRecorder[HttpEvent] | None = None,
     name: str = "orders",
     **values: Any,
 ) -> ResilientTransport:

@@ -21,13 +21,14 @@ from http_resilience import (
     BreakerEvent,
     BrokenCircuitError,
     HedgeEvent,
+    HttpEvent,
     HttpResilienceOptions,
     ResiliencePipeline,
     TotalTimeoutError,
     create_async_client,
     create_client,
 )
-from http_resilience.testing import FakeClock
+from http_resilience.testing import EventRecorder, FakeClock
 from tests.support.fault_server import FaultServer
 
 pytestmark = pytest.mark.anyio
@@ -40,14 +41,6 @@ def key() -> str:
 
 def options(**values: Any) -> HttpResilienceOptions:
     return HttpResilienceOptions.model_validate(values)
-
-
-class Events:
-    def __init__(self) -> None:
-        self.seen: list[object] = []
-
-    def __call__(self, event: object) -> None:
-        self.seen.append(event)
 
 
 TINY = options(base_delay="1ms")
@@ -170,7 +163,7 @@ async def test_the_pipeline_owns_time_and_httpx_timeouts_do_not_cut_an_attempt(
 async def test_the_breaker_opens_fails_fast_and_a_probe_closes_it(
     fault_server: FaultServer, key: str
 ) -> None:
-    clock, events = FakeClock(), Events()
+    clock, events = FakeClock(), EventRecorder[HttpEvent]()
     breaking = options(
         max_retry_attempts=0,
         attempt_timeout=1,
@@ -198,7 +191,7 @@ async def test_the_breaker_opens_fails_fast_and_a_probe_closes_it(
         assert (await client.get(healthy)).status_code == 200
     assert fault_server.hits(f"{key}-healthy") == 2
     changes = [
-        (e.previous, e.current) for e in events.seen if isinstance(e, BreakerEvent)
+        (e.previous, e.current) for e in events.events if isinstance(e, BreakerEvent)
     ]
     assert changes == [
         ("closed", "open"),
@@ -225,11 +218,11 @@ async def test_a_failing_hosts_open_breaker_leaves_another_host_alone(
 async def test_a_refused_connection_is_retried_then_raised(
     fault_server: FaultServer,
 ) -> None:
-    events = Events()
+    events = EventRecorder[HttpEvent]()
     async with create_async_client("orders", TINY, listeners=[events]) as client:
         with pytest.raises(httpx.ConnectError):
             await client.get(f"{fault_server.refused_url}/healthy")
-    attempts = [e for e in events.seen if isinstance(e, AttemptEvent)]
+    attempts = [e for e in events.events if isinstance(e, AttemptEvent)]
     assert [e.outcome for e in attempts] == ["ConnectError"] * 4
 
 
@@ -239,7 +232,7 @@ async def test_a_refused_connection_is_retried_then_raised(
 async def test_a_hedge_answers_after_the_delay_and_the_slow_first_is_aborted(
     fault_server: FaultServer, key: str
 ) -> None:
-    events = Events()
+    events = EventRecorder[HttpEvent]()
     pipeline = ResiliencePipeline().add_hedging(delay="200ms")
     async with create_async_client(
         "catalog", pipeline=pipeline, listeners=[events]
@@ -253,7 +246,7 @@ async def test_a_hedge_answers_after_the_delay_and_the_slow_first_is_aborted(
     await fault_server.wait_idle(key)
     assert fault_server.hits(key) == 2
     assert fault_server.aborted(key) == 1  # the first, cancelled mid-sleep
-    hedges = [e for e in events.seen if isinstance(e, HedgeEvent)]
+    hedges = [e for e in events.events if isinstance(e, HedgeEvent)]
     assert [(e.attempt, e.reason) for e in hedges] == [(2, "delay")]
 
 

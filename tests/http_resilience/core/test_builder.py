@@ -16,6 +16,7 @@ from http_resilience import (
     BreakerOptions,
     BrokenCircuitError,
     ConcurrencyLimiterOptions,
+    HttpEvent,
     HttpResilienceOptions,
     RateLimitedError,
     ResilienceLayerError,
@@ -33,8 +34,8 @@ from http_resilience._strategies.breaker.strategy import SyncBreaker
 from http_resilience._strategies.retry.drive_sync import SyncRetry
 from http_resilience._strategies.timeout.options import TimeoutOptions
 from http_resilience._strategies.timeout.strategy import AsyncTimeout
-from http_resilience.testing import FakeClock
-from tests.http_resilience.scripted import URL, Events, script
+from http_resilience.testing import EventRecorder, FakeClock
+from tests.http_resilience.scripted import URL, script
 
 pytestmark = pytest.mark.anyio
 
@@ -58,7 +59,7 @@ def transport(
     handler: Any,
     pipeline: ResiliencePipeline,
     clock: FakeClock,
-    events: Events | None = None,
+    events: EventRecorder[HttpEvent] | None = None,
 ) -> AsyncResilientTransport:
     return AsyncResilientTransport(
         httpx.MockTransport(handler),
@@ -85,7 +86,7 @@ OUTER_THEN_INNER = (
 
 
 async def test_the_outer_timeout_caps_the_sequence_and_the_inner_each_attempt() -> None:
-    clock, events = FakeClock(), Events()
+    clock, events = FakeClock(), EventRecorder[HttpEvent]()
     handler = Taking(clock, 0.4)  # every attempt outlasts the inner 300 ms
     with pytest.raises(
         TotalTimeoutError, match=r"timed out after 1\.2 s \(total timeout 1 s\)"
@@ -111,7 +112,7 @@ async def test_the_inner_timeout_lets_a_quick_attempt_through() -> None:
 
 
 async def test_the_other_order_gives_the_whole_call_300_ms() -> None:
-    clock, events = FakeClock(), Events()
+    clock, events = FakeClock(), EventRecorder[HttpEvent]()
     pipeline = (
         ResiliencePipeline()
         .add_timeout("300ms")

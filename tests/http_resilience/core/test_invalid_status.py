@@ -21,6 +21,7 @@ from http_resilience import (
     BreakerEvent,
     BrokenCircuitError,
     HedgeEvent,
+    HttpEvent,
     ResiliencePipeline,
     ResilientTransport,
     RetryEvent,
@@ -32,12 +33,12 @@ from http_resilience._core.classify import (
     is_invalid_status,
 )
 from http_resilience._core.clock import checkpoint
-from http_resilience.testing import FakeClock
+from http_resilience.testing import EventRecorder, FakeClock
 from tests.http_resilience.core.test_self_caused_errors import (
     Counting,
     CountingSync,
 )
-from tests.http_resilience.scripted import Events, no_jitter, options
+from tests.http_resilience.scripted import no_jitter, options
 
 pytestmark = pytest.mark.anyio
 
@@ -86,7 +87,7 @@ def raw_server(request: pytest.FixtureRequest) -> Iterator[str]:
 
 
 def resilient(
-    inner: httpx.AsyncBaseTransport, events: Events
+    inner: httpx.AsyncBaseTransport, events: EventRecorder[HttpEvent]
 ) -> AsyncResilientTransport:
     return AsyncResilientTransport(
         inner,
@@ -98,7 +99,9 @@ def resilient(
     )
 
 
-def resilient_sync(inner: httpx.BaseTransport, events: Events) -> ResilientTransport:
+def resilient_sync(
+    inner: httpx.BaseTransport, events: EventRecorder[HttpEvent]
+) -> ResilientTransport:
     return ResilientTransport(
         inner,
         options=options(**TOUCHY),
@@ -112,7 +115,7 @@ def resilient_sync(inner: httpx.BaseTransport, events: Events) -> ResilientTrans
 async def test_a_600_from_a_real_server_is_raised_at_once_and_opens_nothing(
     raw_server: str,
 ) -> None:
-    events, counting = Events(), Counting(httpx.AsyncHTTPTransport())
+    events, counting = EventRecorder[HttpEvent](), Counting(httpx.AsyncHTTPTransport())
     async with httpx.AsyncClient(transport=resilient(counting, events)) as client:
         for _ in range(CALLS - 1):
             counting.attempts = 0
@@ -132,7 +135,7 @@ async def test_a_600_from_a_real_server_is_raised_at_once_and_opens_nothing(
 
 
 def test_a_600_on_the_sync_transport_is_raised_at_once_too(raw_server: str) -> None:
-    events, counting = Events(), CountingSync(httpx.HTTPTransport())
+    events, counting = EventRecorder[HttpEvent](), CountingSync(httpx.HTTPTransport())
     with httpx.Client(transport=resilient_sync(counting, events)) as client:
         for _ in range(CALLS):
             counting.attempts = 0
@@ -147,7 +150,7 @@ def test_a_600_on_the_sync_transport_is_raised_at_once_too(raw_server: str) -> N
 async def test_a_status_below_100_that_h11_refuses_is_raised_at_once(
     raw_server: str,
 ) -> None:
-    events, counting = Events(), Counting(httpx.AsyncHTTPTransport())
+    events, counting = EventRecorder[HttpEvent](), Counting(httpx.AsyncHTTPTransport())
     async with httpx.AsyncClient(transport=resilient(counting, events)) as client:
         for _ in range(CALLS):
             counting.attempts = 0
@@ -166,7 +169,7 @@ async def test_a_status_line_that_is_no_status_line_stays_a_broken_answer(
 ) -> None:
     # Garbage where the status line goes is a broken connection as any other:
     # retried, and evidence. Only a well-formed status out of range is final.
-    events, counting = Events(), Counting(httpx.AsyncHTTPTransport())
+    events, counting = EventRecorder[HttpEvent](), Counting(httpx.AsyncHTTPTransport())
     async with httpx.AsyncClient(transport=resilient(counting, events)) as client:
         # Two broken answers open the touchy breaker, which refuses the third.
         with pytest.raises(BrokenCircuitError, match="circuit open"):
@@ -183,7 +186,7 @@ async def test_a_status_line_that_is_no_status_line_stays_a_broken_answer(
 async def test_any_status_outside_100_599_from_a_transport_is_final(
     status: int,
 ) -> None:
-    events, attempts = Events(), [0]
+    events, attempts = EventRecorder[HttpEvent](), [0]
 
     def answer(request: httpx.Request) -> httpx.Response:
         attempts[0] += 1
@@ -199,7 +202,7 @@ async def test_any_status_outside_100_599_from_a_transport_is_final(
 
 
 def test_the_sync_transport_holds_a_mock_600_final_too() -> None:
-    events, attempts = Events(), [0]
+    events, attempts = EventRecorder[HttpEvent](), [0]
 
     def answer(request: httpx.Request) -> httpx.Response:
         attempts[0] += 1
@@ -215,7 +218,7 @@ def test_the_sync_transport_holds_a_mock_600_final_too() -> None:
 
 
 async def test_a_600_launches_no_hedge() -> None:
-    events, attempts = Events(), [0]
+    events, attempts = EventRecorder[HttpEvent](), [0]
 
     async def answer(request: httpx.Request) -> httpx.Response:
         attempts[0] += 1

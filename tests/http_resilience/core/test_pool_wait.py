@@ -29,6 +29,7 @@ from http_resilience import (
     AsyncResilientTransport,
     AttemptTimeoutError,
     BreakerEvent,
+    HttpEvent,
     RateLimitedError,
     RejectionEvent,
     ResiliencePipeline,
@@ -37,7 +38,8 @@ from http_resilience import (
     TimeoutEvent,
     TotalTimeoutError,
 )
-from tests.http_resilience.scripted import Events, options
+from http_resilience.testing import EventRecorder
+from tests.http_resilience.scripted import options
 from tests.support.fault_server import FaultServer
 
 pytestmark = pytest.mark.anyio
@@ -66,7 +68,7 @@ def outcome(answer: httpx.Response | BaseException) -> str:
     return repr(answer)
 
 
-def no_host_evidence(events: Events) -> None:
+def no_host_evidence(events: EventRecorder[HttpEvent]) -> None:
     assert events.of(BreakerEvent) == []
     assert events.of(RetryEvent) == []
     assert [e.kind for e in events.of(TimeoutEvent) if e.kind == "attempt"] == []
@@ -99,7 +101,7 @@ def gather_sync(client: httpx.Client, url: str) -> Counter[str]:
 async def test_twenty_callers_on_a_pool_of_two_all_get_their_answer(
     fault_server: FaultServer,
 ) -> None:
-    events = Events()
+    events = EventRecorder[HttpEvent]()
     transport = AsyncResilientTransport(
         httpx.AsyncHTTPTransport(limits=TWO),
         options=options(attempt_timeout=1.0, **TOUCHY),
@@ -120,7 +122,7 @@ async def test_twenty_callers_on_a_pool_of_two_all_get_their_answer(
 def test_twenty_sync_callers_on_a_pool_of_two_all_get_their_answer(
     fault_server: FaultServer,
 ) -> None:
-    events = Events()
+    events = EventRecorder[HttpEvent]()
     transport = ResilientTransport(
         httpx.HTTPTransport(limits=TWO),
         options=options(attempt_timeout=1.0, **TOUCHY),
@@ -151,7 +153,7 @@ SHORT_TOTAL: dict[str, Any] = {
 
 
 def check_refusals(
-    outcomes: Counter[str], events: Events, hits: Callable[[], int]
+    outcomes: Counter[str], events: EventRecorder[HttpEvent], hits: Callable[[], int]
 ) -> None:
     assert set(outcomes) <= {"200", "refused", "total"}, outcomes
     assert sum(outcomes.values()) == CALLERS
@@ -167,7 +169,7 @@ def check_refusals(
 async def test_a_queue_past_the_total_timeout_is_refused_locally(
     fault_server: FaultServer,
 ) -> None:
-    events = Events()
+    events = EventRecorder[HttpEvent]()
     transport = AsyncResilientTransport(
         httpx.AsyncHTTPTransport(limits=TWO),
         options=options(**SHORT_TOTAL),
@@ -187,7 +189,7 @@ async def test_a_queue_past_the_total_timeout_is_refused_locally(
 def test_a_sync_queue_past_the_total_timeout_is_refused_locally(
     fault_server: FaultServer,
 ) -> None:
-    events = Events()
+    events = EventRecorder[HttpEvent]()
     transport = ResilientTransport(
         httpx.HTTPTransport(limits=TWO),
         options=options(**SHORT_TOTAL),
@@ -237,7 +239,7 @@ def on_sent_async(event: asyncio.Event) -> dict[str, Any]:
 async def test_the_attempt_timeout_runs_from_when_the_attempt_got_a_connection(
     fault_server: FaultServer,
 ) -> None:
-    events = Events()
+    events = EventRecorder[HttpEvent]()
     transport = AsyncResilientTransport(
         httpx.AsyncHTTPTransport(limits=ONE),
         options=options(**LATE_SLOT),
@@ -261,7 +263,7 @@ async def test_the_attempt_timeout_runs_from_when_the_attempt_got_a_connection(
 def test_the_sync_attempt_timeout_runs_from_when_it_got_a_connection(
     fault_server: FaultServer,
 ) -> None:
-    events = Events()
+    events = EventRecorder[HttpEvent]()
     transport = ResilientTransport(
         httpx.HTTPTransport(limits=ONE),
         options=options(**LATE_SLOT),
@@ -317,7 +319,7 @@ def refused_message(host: str) -> str:
 async def test_the_refusal_names_the_client_and_the_timeout_that_bounded_the_wait(
     fault_server: FaultServer,
 ) -> None:
-    events = Events()
+    events = EventRecorder[HttpEvent]()
     transport = AsyncResilientTransport(
         httpx.AsyncHTTPTransport(limits=ONE),
         options=options(**WAIT_OPTIONS),
@@ -346,7 +348,7 @@ async def test_the_refusal_names_the_client_and_the_timeout_that_bounded_the_wai
 def test_the_sync_refusal_names_the_client_and_the_timeout(
     fault_server: FaultServer,
 ) -> None:
-    events = Events()
+    events = EventRecorder[HttpEvent]()
     transport = ResilientTransport(
         httpx.HTTPTransport(limits=ONE),
         options=options(**WAIT_OPTIONS),
@@ -379,7 +381,7 @@ async def test_a_total_timeout_bounds_the_whole_call_pool_wait_included(
     # the caller's whole time, so the wait for the connection counts. 1 s queued
     # and 1 s on the host pass its 1.5 s.
     pipeline = ResiliencePipeline().add_timeout(1.5).add_retry(max_retry_attempts=1)
-    events = Events()
+    events = EventRecorder[HttpEvent]()
     transport = AsyncResilientTransport(
         httpx.AsyncHTTPTransport(limits=ONE),
         pipeline=pipeline,

@@ -20,11 +20,12 @@ from anyio.lowlevel import checkpoint
 
 from http_resilience import (
     AsyncResilientTransport,
+    HttpEvent,
     HttpResilienceOptions,
     ResilientTransport,
 )
-from http_resilience.testing import FakeClock
-from tests.http_resilience.scripted import Events, Reply, script
+from http_resilience.testing import EventRecorder, FakeClock
+from tests.http_resilience.scripted import Reply, script
 
 pytestmark = pytest.mark.anyio
 
@@ -57,14 +58,14 @@ def refused_port() -> Iterator[int]:
 
 class Evidence:
     def __init__(self) -> None:
-        self.events = Events()
+        self.events = EventRecorder[HttpEvent]()
         self.failures: list[BaseException] = []
 
     def text(self, caplog: pytest.LogCaptureFixture) -> str:
         parts = [caplog.text]
         parts += [record.getMessage() for record in caplog.records]
         parts += [repr(record.args) for record in caplog.records]
-        parts += [repr(event) for event in self.events.seen]
+        parts += [repr(event) for event in self.events.events]
         for failure in self.failures:
             parts.append("".join(traceback.format_exception(failure)))
             parts.append(repr(failure))
@@ -164,7 +165,7 @@ async def test_no_secret_leaks_from_any_failure_scenario(
         "RateLimitedError",
         "ResilienceLayerError",
     }
-    assert {type(event).__name__ for event in evidence.events.seen} >= {
+    assert {type(event).__name__ for event in evidence.events.events} >= {
         "AttemptEvent",
         "RetryEvent",
         "BreakerEvent",
@@ -181,7 +182,7 @@ def test_no_secret_leaks_from_the_sync_transport(
     caplog: pytest.LogCaptureFixture, refused_port: int
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="http_resilience")
-    events = Events()
+    events = EventRecorder[HttpEvent]()
     failures: list[BaseException] = []
     transport = ResilientTransport(
         options=options(minimum_throughput=2, max_retry_attempts=1),
@@ -200,7 +201,7 @@ def test_no_secret_leaks_from_the_sync_transport(
         "BrokenCircuitError",
         "BrokenCircuitError",
     ]
-    parts = [caplog.text, *(repr(event) for event in events.seen)]
+    parts = [caplog.text, *(repr(event) for event in events.events)]
     parts += ["".join(traceback.format_exception(f)) for f in failures]
     text = "\n".join(parts)
     assert "127.0.0.1" in text

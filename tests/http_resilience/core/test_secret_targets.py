@@ -24,6 +24,7 @@ from http_resilience import (
     BrokenCircuitError,
     CircuitControl,
     HttpClientFactory,
+    HttpEvent,
     HttpResilienceOptions,
     RateLimitedError,
     SharedState,
@@ -34,8 +35,8 @@ from http_resilience import (
 )
 from http_resilience._core.hosts import safe_target
 from http_resilience.asgi import readiness
-from http_resilience.testing import FakeClock
-from tests.http_resilience.scripted import Events, script
+from http_resilience.testing import EventRecorder, FakeClock
+from tests.http_resilience.scripted import script
 from tests.support.fault_server import FaultServer, free_port
 from tests.support.redis_server import RedisServer
 
@@ -187,7 +188,7 @@ async def test_an_isolated_host_called_with_secrets_is_named_by_host_only(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="http_resilience")
-    events = Events()
+    events = EventRecorder[HttpEvent]()
     client = create_async_client(
         "billing",
         base_url=planted("https://api.example"),
@@ -204,12 +205,12 @@ async def test_an_isolated_host_called_with_secrets_is_named_by_host_only(
         )
         report = health(client)
         control.reset("https://api.example")
-    assert [type(event).__name__ for event in events.seen] == [
+    assert [type(event).__name__ for event in events.events] == [
         "RejectionEvent",
         "RequestEvent",
     ]
     text = "\n".join(
-        [chain(caught.value), repr(events.seen), repr(report), records(caplog)]
+        [chain(caught.value), repr(events.events), repr(report), records(caplog)]
     )
     assert "https://api.example:443" in text
     clean(text)
@@ -282,7 +283,7 @@ async def test_every_failure_of_a_client_on_a_planted_base_url_names_hosts_only(
 ) -> None:
     """Over a real server: failing answers, a breaker opening, a timeout, a refusal."""
     caplog.set_level(logging.DEBUG, logger="http_resilience")
-    events = Events()
+    events = EventRecorder[HttpEvent]()
     failures: list[BaseException] = []
     clock = FakeClock()
 
@@ -316,8 +317,8 @@ async def test_every_failure_of_a_client_on_a_planted_base_url_names_hosts_only(
     text = "\n".join(
         [
             *(chain(failure) for failure in failures),
-            *(repr(event) for event in events.seen),
-            *(str(event) for event in events.seen),
+            *(repr(event) for event in events.events),
+            *(str(event) for event in events.events),
             repr(reports),
             answer.text,
             records(caplog),
@@ -342,7 +343,7 @@ async def test_a_refusal_by_the_limiter_names_the_host_only(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="http_resilience")
-    events = Events()
+    events = EventRecorder[HttpEvent]()
     release = anyio.Event()
 
     async def held(request: httpx.Request) -> httpx.Response:
@@ -364,7 +365,7 @@ async def test_a_refusal_by_the_limiter_names_the_host_only(
             await client.get("/second")
         refused.append(caught.value)
         release.set()
-    text = "\n".join([chain(refused[0]), repr(events.seen), records(caplog)])
+    text = "\n".join([chain(refused[0]), repr(events.events), records(caplog)])
     assert "https://api.example:443" in text
     clean(text)
 

@@ -16,13 +16,14 @@ from http_resilience import (
     AsyncResilientTransport,
     BreakerEvent,
     HedgeEvent,
+    HttpEvent,
     RateLimitedError,
     ResiliencePipeline,
     ResilientTransport,
     TimeoutEvent,
 )
-from http_resilience.testing import FakeClock
-from tests.http_resilience.scripted import Events, no_jitter, options
+from http_resilience.testing import EventRecorder, FakeClock
+from tests.http_resilience.scripted import no_jitter, options
 from tests.support.fault_server import FaultServer
 
 pytestmark = pytest.mark.anyio
@@ -68,7 +69,7 @@ class CountingSync(httpx.BaseTransport):
 
 
 def resilient(
-    inner: httpx.AsyncBaseTransport, events: Events, **values: Any
+    inner: httpx.AsyncBaseTransport, events: EventRecorder[HttpEvent], **values: Any
 ) -> AsyncResilientTransport:
     return AsyncResilientTransport(
         inner,
@@ -83,7 +84,7 @@ def resilient(
 async def test_a_header_h11_refuses_is_raised_once_and_never_opens_the_breaker(
     fault_server: FaultServer,
 ) -> None:
-    events, counting = Events(), Counting(httpx.AsyncHTTPTransport())
+    events, counting = EventRecorder[HttpEvent](), Counting(httpx.AsyncHTTPTransport())
     async with httpx.AsyncClient(transport=resilient(counting, events)) as client:
         for _ in range(10):
             counting.attempts = 0
@@ -103,7 +104,7 @@ async def test_a_header_h11_refuses_is_raised_once_and_never_opens_the_breaker(
 async def test_an_unsupported_url_is_raised_once_and_never_opens_the_breaker(
     fault_server: FaultServer, url: str, base_url: str
 ) -> None:
-    events, counting = Events(), Counting(httpx.AsyncHTTPTransport())
+    events, counting = EventRecorder[HttpEvent](), Counting(httpx.AsyncHTTPTransport())
     # One breaker for every host: a per-host breaker would hide the evidence.
     transport = resilient(counting, events, breaker_per_host=False)
     async with httpx.AsyncClient(transport=transport, base_url=base_url) as client:
@@ -120,7 +121,7 @@ async def test_an_unsupported_url_is_raised_once_and_never_opens_the_breaker(
 async def test_a_wait_on_the_own_pool_is_raised_once_and_never_opens_the_breaker(
     fault_server: FaultServer,
 ) -> None:
-    events = Events()
+    events = EventRecorder[HttpEvent]()
     one = httpx.AsyncHTTPTransport(limits=httpx.Limits(max_connections=1))
     counting = Counting(one)
     pool_wait = httpx.Timeout(5.0, pool=0.01)
@@ -177,7 +178,7 @@ async def wait_out_the_own_pool(
 async def test_a_pool_wait_that_runs_the_total_out_is_refused_locally(
     fault_server: FaultServer,
 ) -> None:
-    events = Events()
+    events = EventRecorder[HttpEvent]()
     one = httpx.AsyncHTTPTransport(limits=httpx.Limits(max_connections=1))
     counting = Counting(one)
     url = f"{fault_server.url}/healthy?key=self-caused-pool-owned"
@@ -196,7 +197,7 @@ async def test_a_pool_wait_that_runs_a_lone_total_timeout_out_is_refused(
         .add_retry(max_retry_attempts=3)
         .add_breaker(minimum_throughput=2, failure_ratio=0.5, break_duration=30)
     )
-    events = Events()
+    events = EventRecorder[HttpEvent]()
     one = httpx.AsyncHTTPTransport(limits=httpx.Limits(max_connections=1))
     counting = Counting(one)
     transport = AsyncResilientTransport(
@@ -216,7 +217,7 @@ async def test_a_pool_wait_that_runs_a_lone_total_timeout_out_is_refused(
 def test_a_sync_pool_wait_that_runs_the_total_out_is_refused_locally(
     fault_server: FaultServer,
 ) -> None:
-    events = Events()
+    events = EventRecorder[HttpEvent]()
     counting = CountingHTTP(limits=httpx.Limits(max_connections=1))
     transport = ResilientTransport(
         counting,
@@ -244,7 +245,7 @@ def test_a_sync_pool_wait_that_runs_the_total_out_is_refused_locally(
 def test_the_sync_transport_neither_retries_nor_blames_the_host(
     fault_server: FaultServer,
 ) -> None:
-    events, counting = Events(), CountingSync(httpx.HTTPTransport())
+    events, counting = EventRecorder[HttpEvent](), CountingSync(httpx.HTTPTransport())
     transport = ResilientTransport(
         counting,
         options=options(**TOUCHY),
@@ -265,7 +266,7 @@ def test_the_sync_transport_neither_retries_nor_blames_the_host(
 
 
 async def test_a_self_caused_error_launches_no_hedge(fault_server: FaultServer) -> None:
-    events, counting = Events(), Counting(httpx.AsyncHTTPTransport())
+    events, counting = EventRecorder[HttpEvent](), Counting(httpx.AsyncHTTPTransport())
     # The real clock: the delay is never reached, the attempt fails first (a
     # fake clock's sleep would end at once and hedge before the connection).
     pipeline = ResiliencePipeline().add_hedging(delay=60.0, max_hedged_attempts=2)
@@ -304,7 +305,7 @@ async def serve_raw_status(status: int) -> tuple[asyncio.Server, str]:
 @pytest.mark.asyncio_only("its helpers use asyncio.Server, asyncio.StreamReader")
 async def test_a_status_above_599_from_a_real_server_is_a_protocol_error() -> None:
     server, url = await serve_raw_status(600)
-    events, counting = Events(), Counting(httpx.AsyncHTTPTransport())
+    events, counting = EventRecorder[HttpEvent](), Counting(httpx.AsyncHTTPTransport())
     try:
         transport = resilient(counting, events, max_retry_attempts=0)
         async with httpx.AsyncClient(transport=transport) as client:

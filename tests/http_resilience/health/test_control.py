@@ -17,15 +17,15 @@ from http_resilience import (
     CircuitControl,
     HostHealth,
     HttpClientFactory,
+    HttpEvent,
     RejectionEvent,
     ResiliencePipeline,
     create_async_client,
     health,
 )
-from http_resilience.testing import FakeClock
+from http_resilience.testing import EventRecorder, FakeClock
 from tests.http_resilience.health.support import BREAKS, HOST, URL, Upstream, get
 from tests.http_resilience.scripted import (
-    Events,
     async_transport,
     sync_transport,
 )
@@ -34,7 +34,7 @@ pytestmark = pytest.mark.anyio
 
 
 async def test_a_host_isolated_before_its_first_call_is_refused_locally() -> None:
-    events, upstream = Events(), Upstream()
+    events, upstream = EventRecorder[HttpEvent](), Upstream()
     transport = async_transport(upstream, FakeClock(), events=events)
     control = CircuitControl(transport)
     control.isolate("http://api.example")
@@ -72,7 +72,7 @@ async def test_isolating_a_host_in_use_refuses_its_next_call_until_reset() -> No
 
 
 async def test_a_reset_closes_an_open_breaker_at_once() -> None:
-    clock, events, upstream = FakeClock(), Events(), Upstream(503)
+    clock, events, upstream = FakeClock(), EventRecorder[HttpEvent](), Upstream(503)
     transport = async_transport(upstream, clock, events=events, **BREAKS)
     for _ in range(5):
         await get(transport)

@@ -13,14 +13,15 @@ import pytest
 from http_resilience import (
     AsyncResilientTransport,
     BrokenCircuitError,
+    HttpEvent,
     HttpEventListener,
     RequestEvent,
     ResilientTransport,
     RetryEvent,
 )
 from http_resilience.otel import HttpMetrics, outcome_class
-from http_resilience.testing import FakeClock
-from tests.http_resilience.scripted import Events, no_jitter, options, script
+from http_resilience.testing import EventRecorder, FakeClock
+from tests.http_resilience.scripted import no_jitter, options, script
 from tests.support.otel import Recorded, recorded
 
 pytestmark = pytest.mark.anyio
@@ -273,7 +274,7 @@ async def test_a_cancelled_call_is_counted_as_cancelled(otel: Recorded) -> None:
         await asyncio.Event().wait()
         raise AssertionError("never answered")
 
-    events = Events()
+    events = EventRecorder[HttpEvent]()
     transport = async_transport(hang, FakeClock(), metrics_of(otel), events)
     async with httpx.AsyncClient(transport=transport) as client:
         task = asyncio.ensure_future(client.get(SECRET_URL))

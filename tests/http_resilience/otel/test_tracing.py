@@ -22,8 +22,8 @@ from http_resilience import (
 from http_resilience._core.observed import RequestEnd, observe_async, observe_sync
 from http_resilience._core.telemetry import Telemetry
 from http_resilience.otel import HttpMetrics, HttpTracing
-from http_resilience.testing import FakeClock
-from tests.http_resilience.scripted import Events, no_jitter, options, script
+from http_resilience.testing import EventRecorder, FakeClock
+from tests.http_resilience.scripted import no_jitter, options, script
 from tests.support.otel import Recorded, parent_id, recorded, span_id, trace_id
 
 pytestmark = pytest.mark.anyio
@@ -195,18 +195,18 @@ async def test_without_a_listener_the_chain_runs_as_built() -> None:
     silent = Telemetry("orders")
     assert observe_async(chain, silent, FakeClock().monotonic) is chain
     assert observe_sync(chain, silent, FakeClock().monotonic) is chain
-    heard = Telemetry("orders", [Events()])
+    heard = Telemetry("orders", [EventRecorder[HttpEvent]()])
     assert observe_async(chain, heard, FakeClock().monotonic) is not chain
 
 
 def test_a_plain_listener_gets_the_request_event_after_the_attempts() -> None:
-    events = Events()
+    events = EventRecorder[HttpEvent]()
     with httpx.Client(
         transport=sync_transport(script(503, 200), events, base_delay=1)
     ) as client:
         client.get(SECRET_URL)
-    assert type(events.seen[-1]) is RequestEvent
-    assert events.seen[-1] == RequestEvent(
+    assert type(events.events[-1]) is RequestEvent
+    assert events.events[-1] == RequestEvent(
         "orders", "GET", "http://api.example:8080", "200", 0.5, False
     )
 

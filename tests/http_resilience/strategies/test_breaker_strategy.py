@@ -13,16 +13,16 @@ from anyio.lowlevel import checkpoint
 from http_resilience import (
     BreakerEvent,
     BrokenCircuitError,
+    HttpEvent,
     RateLimitedError,
     RejectionEvent,
     ResilientTransport,
 )
 from http_resilience._strategies.breaker.registry import HostRegistry
 from http_resilience._strategies.breaker.strategy import AsyncBreaker, SyncBreaker
-from http_resilience.testing import FakeClock
+from http_resilience.testing import EventRecorder, FakeClock
 from tests.http_resilience.scripted import (
     URL,
-    Events,
     async_transport,
     script,
     sync_transport,
@@ -45,12 +45,12 @@ async def get(transport: httpx.AsyncBaseTransport, url: str = URL) -> httpx.Resp
     return await transport.handle_async_request(httpx.Request("GET", url))
 
 
-def transitions(events: Events) -> list[tuple[str, str, str]]:
+def transitions(events: EventRecorder[HttpEvent]) -> list[tuple[str, str, str]]:
     return [(e.host, e.previous, e.current) for e in events.of(BreakerEvent)]
 
 
 async def test_the_breaker_opens_fails_fast_then_a_probe_closes_it() -> None:
-    clock, events = FakeClock(), Events()
+    clock, events = FakeClock(), EventRecorder[HttpEvent]()
     server = script(503, 503, 503, 503, 503, 200)
     transport = async_transport(server, clock, events=events, **SCENARIO)
     statuses = [(await get(transport)).status_code for _ in range(5)]
@@ -77,7 +77,7 @@ async def test_the_breaker_opens_fails_fast_then_a_probe_closes_it() -> None:
 
 
 async def test_a_failed_probe_opens_it_again() -> None:
-    clock, events = FakeClock(), Events()
+    clock, events = FakeClock(), EventRecorder[HttpEvent]()
     server = script(503)
     transport = async_transport(server, clock, events=events, **SCENARIO)
     for _ in range(5):
@@ -143,7 +143,7 @@ async def test_two_hundred_concurrent_callers_let_exactly_one_probe_through() ->
 
 
 async def test_the_breaker_sees_physical_attempts_inside_the_retry() -> None:
-    clock, events = FakeClock(), Events()
+    clock, events = FakeClock(), EventRecorder[HttpEvent]()
     server = script(503)
     transport = async_transport(
         server,
@@ -174,7 +174,7 @@ async def test_a_breaker_that_opens_during_a_retry_ends_the_call() -> None:
 
 
 async def test_a_failing_host_leaves_another_host_alone() -> None:
-    clock, events = FakeClock(), Events()
+    clock, events = FakeClock(), EventRecorder[HttpEvent]()
 
     def handler(request: httpx.Request) -> httpx.Response:
         return httpx.Response(503 if request.url.host == "127.0.0.1" else 200)
@@ -207,7 +207,7 @@ async def test_hosts_are_normalised_before_they_are_told_apart() -> None:
 
 
 async def test_one_shared_breaker_when_breakers_are_not_per_host() -> None:
-    clock, events = FakeClock(), Events()
+    clock, events = FakeClock(), EventRecorder[HttpEvent]()
     transport = async_transport(
         script(503), clock, events=events, breaker_per_host=False, **SCENARIO
     )
@@ -251,7 +251,7 @@ async def test_an_open_breaker_survives_a_flood_of_other_hosts() -> None:
 
 @pytest.mark.asyncio_only("the test itself uses asyncio.Event, asyncio.create_task")
 async def test_the_limiter_refuses_beyond_its_permits_and_queue() -> None:
-    clock, events = FakeClock(), Events()
+    clock, events = FakeClock(), EventRecorder[HttpEvent]()
     release, both_in = asyncio.Event(), asyncio.Event()
     reached: list[httpx.Request] = []
 
@@ -318,7 +318,7 @@ def sync_registry(transport: ResilientTransport) -> HostRegistry:
 
 
 def test_the_sync_breaker_seen_closed_still_opens_rejects_and_probes() -> None:
-    clock, events = FakeClock(), Events()
+    clock, events = FakeClock(), EventRecorder[HttpEvent]()
     server = script(200, 503, 503, 503, 503, 200)
     transport = sync_transport(server, clock, events=events, **SCENARIO)
     assert sync_get(transport).status_code == 200  # the host is seen closed

@@ -22,6 +22,7 @@ from http_resilience import (
     AsyncResilientTransport,
     BrokenCircuitError,
     HedgeEvent,
+    HttpEvent,
     HttpResilienceOptions,
     RejectionEvent,
     ResiliencePipeline,
@@ -35,10 +36,9 @@ from http_resilience._strategies.budget.budget import (
     BudgetRegistry,
     RetryBudget,
 )
-from http_resilience.testing import FakeClock
+from http_resilience.testing import EventRecorder, FakeClock
 from tests.http_resilience.scripted import (
     URL,
-    Events,
     async_transport,
     no_jitter,
     script,
@@ -218,7 +218,7 @@ SCARCE: dict[str, Any] = {"retry_budget_ratio": 0.2, "retry_budget_min_per_secon
 
 
 def test_an_outage_gets_a_fifth_more_requests_not_four_times_as_many() -> None:
-    clock, server, events = FakeClock(), script(503), Events()
+    clock, server, events = FakeClock(), script(503), EventRecorder[HttpEvent]()
     transport = sync_transport(server, clock, events=events, **SCARCE)
     statuses = [transport.handle_request(httpx.Request("GET", URL)) for _ in range(20)]
     assert {response.status_code for response in statuses} == {503}
@@ -231,7 +231,7 @@ def test_an_outage_gets_a_fifth_more_requests_not_four_times_as_many() -> None:
 
 
 async def test_the_async_transport_spends_the_same_budget() -> None:
-    clock, server, events = FakeClock(), script(503), Events()
+    clock, server, events = FakeClock(), script(503), EventRecorder[HttpEvent]()
     transport = async_transport(server, clock, events=events, **SCARCE)
     for _ in range(20):
         response = await transport.handle_async_request(httpx.Request("GET", URL))
@@ -292,7 +292,7 @@ def test_without_a_budget_every_call_gets_its_retries() -> None:
 
 
 def test_a_retry_an_open_breaker_refuses_is_given_back() -> None:
-    clock, server, events = FakeClock(), script(503), Events()
+    clock, server, events = FakeClock(), script(503), EventRecorder[HttpEvent]()
     pipeline = (
         ResiliencePipeline()
         .add_retry_budget(retry_budget_ratio=2.0, retry_budget_min_per_second=0)
@@ -325,7 +325,7 @@ def transport_budget(transport: ResilientTransport) -> RetryBudget:
 
 
 async def test_hedged_copies_are_charged_as_retries() -> None:
-    clock, events = FakeClock(), Events()
+    clock, events = FakeClock(), EventRecorder[HttpEvent]()
     server = Hedged(clock, [503])
     pipeline = (
         ResiliencePipeline()
@@ -347,7 +347,7 @@ async def test_hedged_copies_are_charged_as_retries() -> None:
 async def test_hedging_goes_on_with_the_copies_in_flight_when_the_budget_refuses() -> (
     None
 ):
-    clock, events = FakeClock(), Events()
+    clock, events = FakeClock(), EventRecorder[HttpEvent]()
     server = Hedged(clock, [None])  # the first copy hangs until released
     pipeline = (
         ResiliencePipeline()

@@ -18,6 +18,7 @@ import pytest
 from http_resilience import (
     BreakerEvent,
     BrokenCircuitError,
+    HttpEvent,
     HttpResilienceOptions,
     ResiliencePipeline,
     ResilientTransport,
@@ -25,10 +26,9 @@ from http_resilience import (
 )
 from http_resilience._core.classify import Outcome
 from http_resilience._core.config_values import read_methods, read_status_codes
-from http_resilience.testing import FakeClock
+from http_resilience.testing import EventRecorder, FakeClock
 from tests.http_resilience.scripted import (
     URL,
-    Events,
     Reply,
     async_transport,
     no_jitter,
@@ -266,7 +266,9 @@ def test_base_delay_above_max_delay_names_both() -> None:
 # --- the breaker ---------------------------------------------------------------------
 
 
-def breaker_transport(server: Any, events: Events, **values: Any) -> ResilientTransport:
+def breaker_transport(
+    server: Any, events: EventRecorder[HttpEvent], **values: Any
+) -> ResilientTransport:
     pipeline = ResiliencePipeline().add_breaker(
         minimum_throughput=2, failure_ratio=0.5, break_duration=60, **values
     )
@@ -280,12 +282,12 @@ def breaker_transport(server: Any, events: Events, **values: Any) -> ResilientTr
 
 
 def test_the_breaker_counts_only_the_statuses_you_name() -> None:
-    events = Events()
+    events = EventRecorder[HttpEvent]()
     transport = breaker_transport(script(500), events, breaker_on_status=[503])
     for _ in range(5):
         assert get(transport).status_code == 500
     assert events.of(BreakerEvent) == []
-    events = Events()
+    events = EventRecorder[HttpEvent]()
     transport = breaker_transport(script(404), events, breaker_on_status="404")
     get(transport)
     get(transport)
@@ -294,7 +296,7 @@ def test_the_breaker_counts_only_the_statuses_you_name() -> None:
 
 
 def test_should_break_decides_first() -> None:
-    events = Events()
+    events = EventRecorder[HttpEvent]()
 
     def slow_answers_count(outcome: Outcome) -> bool | None:
         if isinstance(outcome, httpx.Response) and "x-degraded" in outcome.headers:
@@ -314,7 +316,7 @@ def test_should_break_decides_first() -> None:
 
 
 async def test_the_async_breaker_takes_the_same_options() -> None:
-    events = Events()
+    events = EventRecorder[HttpEvent]()
     server = script(500)
     transport = async_transport(
         server,

@@ -23,6 +23,7 @@ from http_resilience import (
     AttemptEvent,
     HedgeEvent,
     HedgingOptions,
+    HttpEvent,
     ResilienceLayerError,
     ResiliencePipeline,
     ResilientTransport,
@@ -32,8 +33,8 @@ from http_resilience import (
 from http_resilience._core.builder import BuildContext, SyncStepOptions, build_sync
 from http_resilience._core.send import SyncSend
 from http_resilience._core.telemetry import Telemetry
-from http_resilience.testing import FakeClock
-from tests.http_resilience.scripted import URL, Events, TrackedStream
+from http_resilience.testing import EventRecorder, FakeClock
+from tests.http_resilience.scripted import URL, TrackedStream
 
 pytestmark = pytest.mark.anyio
 
@@ -80,7 +81,7 @@ class Hedged:
 
 
 def hedging(
-    server: Hedged, *, events: Events | None = None, **values: Any
+    server: Hedged, *, events: EventRecorder[HttpEvent] | None = None, **values: Any
 ) -> AsyncResilientTransport:
     pipeline = ResiliencePipeline().add_hedging(**values)
     return AsyncResilientTransport(
@@ -135,7 +136,7 @@ def test_the_options_are_frozen() -> None:
 
 @pytest.mark.asyncio_only("its helpers use asyncio.CancelledError, asyncio.Event")
 async def test_a_hedge_is_sent_after_the_delay_and_its_answer_wins() -> None:
-    server, events = Hedged(FakeClock(), [None, 200]), Events()
+    server, events = Hedged(FakeClock(), [None, 200]), EventRecorder[HttpEvent]()
     response = await get(hedging(server, events=events, delay="200ms"))
     assert response.headers["x-attempt"] == "2"
     assert server.arrived == [0.0, 0.2]  # the hedge after the delay, not before
@@ -177,7 +178,7 @@ async def test_an_answer_before_the_delay_cancels_the_armed_timer() -> None:
             await checkpoint()
         return httpx.Response(200)
 
-    events = Events()
+    events = EventRecorder[HttpEvent]()
     transport = AsyncResilientTransport(
         httpx.MockTransport(quick),
         pipeline=ResiliencePipeline().add_hedging(delay=60),
@@ -217,7 +218,7 @@ def test_hedging_has_no_sync_strategy_by_its_type() -> None:
 @pytest.mark.asyncio_only("the test itself uses asyncio.create_task")
 async def test_at_most_max_hedged_attempts_plus_one_are_in_flight() -> None:
     server = Hedged(FakeClock(), [None, None, None, 200])
-    events = Events()
+    events = EventRecorder[HttpEvent]()
     call = asyncio.create_task(
         get(hedging(server, events=events, delay=1, max_hedged_attempts=2))
     )
@@ -234,7 +235,7 @@ async def test_at_most_max_hedged_attempts_plus_one_are_in_flight() -> None:
 
 
 async def test_a_failure_sends_the_next_hedge_at_once_and_is_closed() -> None:
-    server, events = Hedged(FakeClock(), [503, 200]), Events()
+    server, events = Hedged(FakeClock(), [503, 200]), EventRecorder[HttpEvent]()
     response = await get(hedging(server, events=events))
     assert response.headers["x-attempt"] == "2"
     assert server.arrived == [0.0, 0.0]  # no waiting out the delay after a 503
@@ -297,7 +298,7 @@ async def test_an_outer_timeout_ends_a_hedged_call_and_cancels_every_attempt() -
 
 
 async def test_an_inner_attempt_timeout_is_a_failure_that_is_hedged_at_once() -> None:
-    clock, events = FakeClock(), Events()
+    clock, events = FakeClock(), EventRecorder[HttpEvent]()
     took = [11.0, 0.0]
 
     async def handler(request: httpx.Request) -> httpx.Response:

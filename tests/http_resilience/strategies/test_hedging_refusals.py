@@ -18,11 +18,12 @@ from http_resilience import (
     AsyncResilientTransport,
     BreakerEvent,
     BrokenCircuitError,
+    HttpEvent,
     RejectionEvent,
     ResiliencePipeline,
 )
-from http_resilience.testing import FakeClock
-from tests.http_resilience.scripted import URL, Events
+from http_resilience.testing import EventRecorder, FakeClock
+from tests.http_resilience.scripted import URL
 
 pytestmark = pytest.mark.anyio
 
@@ -52,7 +53,10 @@ class Host:
 
 
 def transport(
-    host: Host, pipeline: ResiliencePipeline, clock: FakeClock, events: Events
+    host: Host,
+    pipeline: ResiliencePipeline,
+    clock: FakeClock,
+    events: EventRecorder[HttpEvent],
 ) -> AsyncResilientTransport:
     return AsyncResilientTransport(
         httpx.MockTransport(host),
@@ -67,12 +71,12 @@ async def get(resilient: AsyncResilientTransport) -> httpx.Response:
     return await resilient.handle_async_request(httpx.Request("GET", URL))
 
 
-def refusals(events: Events) -> list[str]:
+def refusals(events: EventRecorder[HttpEvent]) -> list[str]:
     return [event.reason for event in events.of(RejectionEvent)]
 
 
 async def until_refused(
-    events: Events, count: int, call: asyncio.Task[httpx.Response]
+    events: EventRecorder[HttpEvent], count: int, call: asyncio.Task[httpx.Response]
 ) -> None:
     """Let the loop run until `count` copies were refused; the call goes on."""
     for _ in range(100):
@@ -101,7 +105,7 @@ def limiter_pipeline() -> ResiliencePipeline:
 
 @pytest.mark.asyncio_only("the test itself uses asyncio.create_task")
 async def test_a_probe_is_not_cancelled_by_its_own_refused_hedges() -> None:
-    clock, host, events = FakeClock(), Host(), Events()
+    clock, host, events = FakeClock(), Host(), EventRecorder[HttpEvent]()
     resilient = transport(host, breaker_pipeline(), clock, events)
     assert (await get(resilient)).status_code == 503  # three copies open it
     assert host.arrived == 3
@@ -125,7 +129,7 @@ async def test_a_probe_is_not_cancelled_by_its_own_refused_hedges() -> None:
 
 
 async def test_a_copy_refused_with_nothing_in_flight_still_ends_the_call() -> None:
-    clock, host, events = FakeClock(), Host(), Events()
+    clock, host, events = FakeClock(), Host(), EventRecorder[HttpEvent]()
     resilient = transport(host, breaker_pipeline(), clock, events)
     await get(resilient)
     with pytest.raises(BrokenCircuitError, match="circuit open"):
@@ -138,7 +142,7 @@ async def test_a_copy_refused_with_nothing_in_flight_still_ends_the_call() -> No
 async def test_a_hedge_refused_by_a_full_limiter_leaves_the_first_copy_to_answer() -> (
     None
 ):
-    clock, host, events = FakeClock(), Host(), Events()
+    clock, host, events = FakeClock(), Host(), EventRecorder[HttpEvent]()
     host.failing = False
     resilient = transport(host, limiter_pipeline(), clock, events)
     call = asyncio.create_task(get(resilient))
@@ -151,7 +155,7 @@ async def test_a_hedge_refused_by_a_full_limiter_leaves_the_first_copy_to_answer
 
 @pytest.mark.asyncio_only("the test itself uses asyncio.create_task")
 async def test_a_copy_in_flight_that_fails_after_a_refusal_decides_the_call() -> None:
-    clock, host, events = FakeClock(), Host(), Events()
+    clock, host, events = FakeClock(), Host(), EventRecorder[HttpEvent]()
     host.failing = False
     host.status = 503
     resilient = transport(host, limiter_pipeline(), clock, events)

@@ -16,6 +16,7 @@ import pytest
 
 from http_resilience import (
     BreakerEvent,
+    HttpEvent,
     HttpResilienceOptions,
     RateLimitedError,
     RejectionEvent,
@@ -25,10 +26,9 @@ from http_resilience._core.call import Call
 from http_resilience._pipelines.standard import standard_steps
 from http_resilience._strategies.quota.options import QuotaOptions
 from http_resilience._strategies.quota.strategy import SyncQuota
-from http_resilience.testing import FakeClock
+from http_resilience.testing import EventRecorder, FakeClock
 from tests.http_resilience.scripted import (
     URL,
-    Events,
     Reply,
     async_transport,
     script,
@@ -52,7 +52,7 @@ def get(transport: httpx.BaseTransport, url: str = URL) -> httpx.Response:
 
 
 def test_a_host_within_its_reserve_is_refused_until_the_reset() -> None:
-    clock, events = FakeClock(), Events()
+    clock, events = FakeClock(), EventRecorder[HttpEvent]()
     server = script(published(remaining=10), 200)
     transport = sync_transport(server, clock, events=events, **ONCE)
     assert get(transport).status_code == 200
@@ -93,7 +93,7 @@ def test_a_remaining_count_without_a_quota_is_refused_only_at_zero() -> None:
 
 
 def test_a_retry_waits_for_the_reset_as_for_retry_after() -> None:
-    clock, events = FakeClock(), Events()
+    clock, events = FakeClock(), EventRecorder[HttpEvent]()
     # The first answer fails and says the quota is spent for 4 s.
     spent = Reply(503, {"RateLimit": '"b";r=0;t=4', "RateLimit-Policy": '"b";q=10'})
     server = script(spent, 200)
@@ -206,7 +206,7 @@ def transport_quota(transport: Any) -> Any:
 
 
 def test_a_refusal_is_no_evidence_against_the_host() -> None:
-    clock, events = FakeClock(), Events()
+    clock, events = FakeClock(), EventRecorder[HttpEvent]()
     server = script(published(remaining=0, reset=100), 200)
     transport = sync_transport(
         server,
@@ -224,7 +224,7 @@ def test_a_refusal_is_no_evidence_against_the_host() -> None:
 
 
 def test_a_quota_wait_is_charged_to_the_budget_and_a_refusal_given_back() -> None:
-    clock, events = FakeClock(), Events()
+    clock, events = FakeClock(), EventRecorder[HttpEvent]()
     # Spent for 2 s, and still spent after (reset again).
     spent = Reply(503, {"RateLimit": '"b";r=0;t=2', "RateLimit-Policy": '"b";q=10'})
     server = script(spent)

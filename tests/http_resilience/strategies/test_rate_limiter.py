@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from http_resilience import (
     AsyncResilientTransport,
+    HttpEvent,
     RateLimitedError,
     RateLimiterOptions,
     RejectionEvent,
@@ -25,8 +26,8 @@ from http_resilience import (
     ResilientTransport,
 )
 from http_resilience._strategies.rate_limit.bucket import REFUSED, TokenBucket
-from http_resilience.testing import FakeClock
-from tests.http_resilience.scripted import URL, Events, script
+from http_resilience.testing import EventRecorder, FakeClock
+from tests.http_resilience.scripted import URL, script
 
 pytestmark = pytest.mark.anyio
 
@@ -91,7 +92,7 @@ def test_over_any_run_the_bucket_never_lets_more_than_burst_plus_rate(
 
 
 def limited(
-    server: Any, clock: FakeClock, events: Events, **values: Any
+    server: Any, clock: FakeClock, events: EventRecorder[HttpEvent], **values: Any
 ) -> ResilientTransport:
     return ResilientTransport(
         httpx.MockTransport(server),
@@ -106,7 +107,7 @@ def get(transport: httpx.BaseTransport, url: str = URL) -> httpx.Response:
 
 
 def test_beyond_the_rate_a_request_is_refused_with_the_wait() -> None:
-    clock, events, server = FakeClock(), Events(), script(200)
+    clock, events, server = FakeClock(), EventRecorder[HttpEvent](), script(200)
     transport = limited(server, clock, events, permits_per_second=4, burst=2)
     get(transport)
     get(transport)
@@ -121,7 +122,7 @@ def test_beyond_the_rate_a_request_is_refused_with_the_wait() -> None:
 
 
 def test_a_queued_request_waits_on_the_clock_for_its_permit() -> None:
-    clock, events, server = FakeClock(), Events(), script(200)
+    clock, events, server = FakeClock(), EventRecorder[HttpEvent](), script(200)
     transport = limited(server, clock, events, permits_per_second=2, queue_limit=1)
     get(transport)
     assert get(transport).status_code == 200  # waited half a second
@@ -146,7 +147,7 @@ def test_a_wait_past_the_deadline_is_refused_at_once() -> None:
 
 
 def test_each_host_has_its_own_bucket_unless_shared() -> None:
-    clock, events, server = FakeClock(), Events(), script(200)
+    clock, events, server = FakeClock(), EventRecorder[HttpEvent](), script(200)
     transport = limited(server, clock, events, permits_per_second=1)
     get(transport, "http://a.example/")
     get(transport, "http://b.example/")

@@ -11,13 +11,12 @@ import httpx
 import pytest
 from anyio.lowlevel import checkpoint
 
-from http_resilience import AttemptEvent, RetryEvent
+from http_resilience import AttemptEvent, HttpEvent, RetryEvent
 from http_resilience._core.clock import utc_now
 from http_resilience._core.send import LAYER_MARK
-from http_resilience.testing import FakeClock
+from http_resilience.testing import EventRecorder, FakeClock
 from tests.http_resilience.scripted import (
     URL,
-    Events,
     Reply,
     async_transport,
     script,
@@ -38,7 +37,7 @@ async def send(
 
 
 async def test_an_endpoint_that_always_fails_gets_four_attempts_and_its_503() -> None:
-    clock, server, events = FakeClock(), script(503), Events()
+    clock, server, events = FakeClock(), script(503), EventRecorder[HttpEvent]()
     transport = async_transport(server, clock, events=events)
     response = await send(transport)
     assert response.status_code == 503
@@ -432,7 +431,7 @@ async def test_retries_are_logged_as_warnings_with_the_reason_only(
 
 
 async def test_attempt_events_carry_the_outcome_and_the_duration() -> None:
-    clock, events = FakeClock(), Events()
+    clock, events = FakeClock(), EventRecorder[HttpEvent]()
 
     async def slow(request: httpx.Request) -> httpx.Response:
         await clock.sleep(0.25)

@@ -19,6 +19,7 @@ from http_resilience import (
     AttemptTimeoutError,
     BreakerEvent,
     BrokenCircuitError,
+    HttpEvent,
     TimeoutEvent,
     TotalTimeoutError,
 )
@@ -31,8 +32,8 @@ from http_resilience._strategies.timeout.strategy import (
     SyncTimeout,
 )
 from http_resilience._strategies.timeout.timer import DeadlineTimer
-from http_resilience.testing import FakeClock
-from tests.http_resilience.scripted import URL, Events, async_transport, script
+from http_resilience.testing import EventRecorder, FakeClock
+from tests.http_resilience.scripted import URL, async_transport, script
 
 pytestmark = pytest.mark.anyio
 
@@ -75,7 +76,7 @@ async def get(transport: httpx.AsyncBaseTransport) -> httpx.Response:
 
 
 async def test_an_attempt_past_its_timeout_on_the_clock_is_a_timeout() -> None:
-    clock, events = FakeClock(), Events()
+    clock, events = FakeClock(), EventRecorder[HttpEvent]()
     handler = taking(clock, 11)
     transport = async_transport(handler, clock, events=events, max_retry_attempts=0)
     with pytest.raises(AttemptTimeoutError) as raised:
@@ -139,7 +140,7 @@ async def test_an_attempt_that_hangs_is_cut_at_its_deadline() -> None:
 async def test_an_attempt_cut_by_the_total_deadline_is_a_total_timeout() -> None:
     # The first attempt fails at once; the wait (half of 59.998 s) ends 1 ms
     # before the total deadline, so the second attempt has a millisecond.
-    clock, events = FakeClock(), Events()
+    clock, events = FakeClock(), EventRecorder[HttpEvent]()
     handler = Hanging(answer_first=1)
     transport = async_transport(
         handler,
@@ -169,7 +170,7 @@ async def test_an_attempt_cut_by_the_total_deadline_is_a_total_timeout() -> None
 
 
 async def test_a_timed_out_attempt_counts_against_the_breaker() -> None:
-    clock, events = FakeClock(), Events()
+    clock, events = FakeClock(), EventRecorder[HttpEvent]()
     handler = taking(clock, 10.5)
     transport = async_transport(
         handler, clock, events=events, max_retry_attempts=0, minimum_throughput=1

@@ -9,14 +9,15 @@ import pytest
 
 from http_resilience import (
     AsyncResilientTransport,
+    HttpEvent,
     HttpResilienceOptions,
     ResilienceLayerError,
     ResilientTransport,
     create_async_client,
     create_client,
 )
-from http_resilience.testing import FakeClock
-from tests.http_resilience.scripted import Events, script
+from http_resilience.testing import EventRecorder, FakeClock
+from tests.http_resilience.scripted import script
 
 pytestmark = pytest.mark.anyio
 
@@ -24,7 +25,7 @@ QUICK = HttpResilienceOptions(base_delay=timedelta(0))
 
 
 async def test_an_async_client_retries_through_its_transport() -> None:
-    server, events = script(503, 200), Events()
+    server, events = script(503, 200), EventRecorder[HttpEvent]()
     async with create_async_client(
         "inventory",
         QUICK,
@@ -35,7 +36,7 @@ async def test_an_async_client_retries_through_its_transport() -> None:
     ) as client:
         response = await client.get("/items")
     assert (response.status_code, server.hits) == (200, 2)
-    assert {event.client for event in events.seen} == {"inventory"}
+    assert {event.client for event in events.events} == {"inventory"}
 
 
 def test_a_sync_client_retries_through_its_transport() -> None:

@@ -24,6 +24,7 @@ import pytest
 from http_resilience import (
     AsyncResilientTransport,
     HttpClientFactory,
+    HttpEvent,
     NestedRetryEvent,
     ResilienceContextMiddleware,
     current_correlation_id,
@@ -34,10 +35,9 @@ from http_resilience._core.nested import (
     caller_attempt_scope,
     downstream_scope,
 )
-from http_resilience.testing import FakeClock
+from http_resilience.testing import EventRecorder, FakeClock
 from tests.http_resilience.scripted import (
     URL,
-    Events,
     Reply,
     async_transport,
     script,
@@ -480,7 +480,7 @@ async def test_retried_attempts_carry_their_number() -> None:
 
 
 async def test_while_the_caller_retries_a_call_makes_one_attempt() -> None:
-    events, server = Events(), script(503)
+    events, server = EventRecorder[HttpEvent](), script(503)
     transport = async_transport(server, FakeClock(), events=events)
     with caller_attempt_scope(2):
         assert (await send_one(transport)).status_code == 503
@@ -491,7 +491,7 @@ async def test_while_the_caller_retries_a_call_makes_one_attempt() -> None:
 
 
 async def test_report_mode_retries_and_reports() -> None:
-    events, server = Events(), script(503, 503, 200)
+    events, server = EventRecorder[HttpEvent](), script(503, 503, 200)
     transport = async_transport(
         server, FakeClock(), events=events, nested_retries="report"
     )
@@ -651,7 +651,10 @@ async def test_the_mark_may_be_renamed_or_not_written() -> None:
 
 
 async def test_a_marked_failure_is_not_retried_by_the_caller() -> None:
-    events, b = Events(), script(Reply(503, {"X-Retry-Exhausted": "1"}))
+    events, b = (
+        EventRecorder[HttpEvent](),
+        script(Reply(503, {"X-Retry-Exhausted": "1"})),
+    )
     answer = await send_one(async_transport(b, FakeClock(), events=events))
     assert (answer.status_code, b.hits) == (503, 1)
     assert answer.extensions["resilience_final"] is True

@@ -14,10 +14,11 @@ from http_resilience import (
     AttemptTimeoutError,
     BreakerEvent,
     BrokenCircuitError,
+    HttpEvent,
     RateLimitedError,
 )
-from http_resilience.testing import FakeClock
-from tests.http_resilience.scripted import URL, Events, Reply, script, sync_transport
+from http_resilience.testing import EventRecorder, FakeClock
+from tests.http_resilience.scripted import URL, Reply, script, sync_transport
 
 SCENARIO: dict[str, Any] = {
     "max_retry_attempts": 0,
@@ -112,7 +113,7 @@ def test_httpx_phase_timeouts_are_the_time_left_and_an_early_one_stays_httpx_s()
 
 
 def test_the_breaker_opens_and_a_probe_closes_it() -> None:
-    clock, events = FakeClock(), Events()
+    clock, events = FakeClock(), EventRecorder[HttpEvent]()
     server = script(503, 503, 503, 503, 503, 200)
     transport = sync_transport(server, clock, events=events, **SCENARIO)
     assert [get(transport).status_code for _ in range(5)] == [503] * 5
