@@ -53,14 +53,9 @@ from http_resilience._health.snapshot import (
     health,
     resilient_transports,
 )
-from http_resilience._middleware.asgi import (
-    ASGIApp,
-    Receive,
-    ResilienceErrorMiddleware,
-    Scope,
-    Send,
-)
+from http_resilience._middleware.asgi import ResilienceErrorMiddleware
 from http_resilience._middleware.stack import MiddlewareOrderError
+from http_resilience._middleware.types import ASGIApp, Receive, Scope, Send
 
 __all__ = ["MiddlewareOrderError", "ResilienceErrorMiddleware", "liveness", "readiness"]
 

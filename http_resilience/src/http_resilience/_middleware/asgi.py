@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Awaitable, Callable, MutableMapping
 from http import HTTPStatus
-from typing import Any, Final, cast
+from typing import Final, cast
 
 import httpx
 
@@ -32,14 +31,10 @@ from http_resilience._core.errors import (
 )
 from http_resilience._core.retry_after import MAX_RETRY_AFTER, parse_retry_after
 from http_resilience._middleware.stack import entered
+from http_resilience._middleware.types import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = ["ResilienceErrorMiddleware", "problem_for", "send_problem"]
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 _DETAILS: Final = {
     HTTPStatus.SERVICE_UNAVAILABLE: (

@@ -39,10 +39,9 @@ caller must not fail its request.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Callable
 from contextlib import ExitStack
 from http import HTTPStatus
-from typing import Any
 
 from http_resilience._core.correlation import inbound_correlation_id
 from http_resilience._core.nested import (
@@ -55,14 +54,10 @@ from http_resilience._middleware.inbound import (
     read_attempt,
 )
 from http_resilience._middleware.stack import entered
+from http_resilience._middleware.types import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = ["ResilienceContextMiddleware", "TrustedCaller"]
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 TrustedCaller = Callable[[Scope], bool]
 """Whether the caller's own headers are believed, told from its ASGI scope."""
 

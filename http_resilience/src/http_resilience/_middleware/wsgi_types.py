@@ -12,7 +12,8 @@ from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
 
-from http_resilience._middleware.asgi import Message, send_problem
+from http_resilience._middleware.asgi import send_problem
+from http_resilience._middleware.types import Message
 
 if TYPE_CHECKING:
     from _typeshed import OptExcInfo
