@@ -43,7 +43,7 @@ lint: venv
 	$(BIN)/python tools/unasync.py --check
 	$(BIN)/python tools/copy_primitives.py --check
 	$(BIN)/lint-imports tools/layers/http_resilience.ini
-	$(BIN)/lint-imports --config tools/layers/mediator.ini
+	$(BIN)/lint-imports tools/layers/mediator.ini
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
