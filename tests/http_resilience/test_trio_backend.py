@@ -32,7 +32,7 @@ from http_resilience import (
 from http_resilience._core.backend import asyncio_loop, current_library, current_task
 from http_resilience._core.clock import Clock, SystemClock
 from http_resilience.testing import FakeClock
-from tests.http_resilience.scripted import options
+from tests.http_resilience._support.scripted import options
 from tests.support.fault_server import FaultServer
 
 pytestmark = pytest.mark.anyio

@@ -23,7 +23,7 @@ from mediator import (
     transactional,
 )
 from mediator.sqlalchemy import SqlAlchemyModule
-from tests.mediator.shop_db import (
+from tests.mediator._support.shop_db import (
     ASYNC_HANDLERS,
     SYNC_HANDLERS,
     Account,

@@ -22,7 +22,7 @@ from mediator import (
     StreamQuery,
     register_behavior,
 )
-from tests.mediator.support import Journal, build, recording_behavior
+from tests.mediator._support.support import Journal, build, recording_behavior
 
 STAGES = [
     Stage.AUDIT,

@@ -9,7 +9,7 @@ import pytest
 
 from mediator import Query, QueryHandler
 from mediator._dispatch.compiler import collector_paused
-from tests.mediator.support import build
+from tests.mediator._support.support import build
 
 
 class Ping(Query[int]):

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from mediator import Notification, NotificationHandler, SyncPathError
-from tests.mediator.support import Journal, build
+from tests.mediator._support.support import Journal, build
 
 pytestmark = pytest.mark.anyio
 

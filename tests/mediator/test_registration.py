@@ -26,9 +26,9 @@ from mediator import (
     UnresolvableDependencyError,
 )
 from tests.mediator import features
+from tests.mediator._support.support import build
 from tests.mediator.features.billing.charges import Ledger
 from tests.mediator.features.messages import Charge, Charged, GetPrice, ListSkus
-from tests.mediator.support import build
 
 pytestmark = pytest.mark.anyio
 

@@ -23,7 +23,7 @@ from mediator import (
     StreamQuery,
     SyncPathError,
 )
-from tests.mediator.support import build
+from tests.mediator._support.support import build
 
 pytestmark = pytest.mark.anyio
 

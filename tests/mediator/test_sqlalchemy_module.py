@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from mediator import Mediator, MediatorModule
 from mediator.sqlalchemy import SqlAlchemyModule
-from tests.mediator.shop_db import (
+from tests.mediator._support.shop_db import (
     ASYNC_HANDLERS,
     Account,
     Base,

@@ -26,7 +26,7 @@ from mediator import (
     SyncPathError,
     request_scope,
 )
-from tests.mediator.support import Journal, build
+from tests.mediator._support.support import Journal, build
 
 pytestmark = pytest.mark.anyio
 

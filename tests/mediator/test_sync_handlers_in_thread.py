@@ -38,7 +38,7 @@ from mediator import (
     idempotency_key,
     request_scope,
 )
-from tests.mediator.support import build
+from tests.mediator._support.support import build
 
 pytestmark = pytest.mark.anyio
 

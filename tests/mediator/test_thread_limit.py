@@ -29,7 +29,7 @@ from mediator import (
 )
 from mediator._core import threads as _threads
 from mediator._core.threads import MAX_IDLE_LANES, THREAD_LIMIT, Slots
-from tests.mediator.support import build
+from tests.mediator._support.support import build
 
 pytestmark = pytest.mark.anyio
 

@@ -35,7 +35,7 @@ from mediator import (
     transactional,
 )
 from mediator.sqlalchemy import SqlAlchemyModule, prepare_sqlite
-from tests.mediator.shop_db import (
+from tests.mediator._support.shop_db import (
     ASYNC_HANDLERS,
     SYNC_HANDLERS,
     Account,

@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from mediator import TransientDatabaseError
 from mediator.sqlalchemy import SqlAlchemyModule
-from tests.mediator_resilience.nested_db import (
+from tests.mediator_resilience._support.nested_db import (
     ASYNC_HANDLERS,
     SYNC_HANDLERS,
     Base,

@@ -35,7 +35,7 @@ from http_resilience._strategies.retry.drive_sync import SyncRetry
 from http_resilience._strategies.timeout.options import TimeoutOptions
 from http_resilience._strategies.timeout.strategy import AsyncTimeout
 from http_resilience.testing import EventRecorder, FakeClock
-from tests.http_resilience.scripted import URL, script
+from tests.http_resilience._support.scripted import URL, script
 
 pytestmark = pytest.mark.anyio
 

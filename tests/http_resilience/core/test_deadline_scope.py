@@ -25,7 +25,12 @@ from http_resilience import (
     remaining_time,
 )
 from http_resilience.testing import FakeClock
-from tests.http_resilience.scripted import URL, no_jitter, script, sync_transport
+from tests.http_resilience._support.scripted import (
+    URL,
+    no_jitter,
+    script,
+    sync_transport,
+)
 
 pytestmark = pytest.mark.anyio
 

@@ -34,11 +34,11 @@ from http_resilience._core.classify import (
 )
 from http_resilience._core.clock import checkpoint
 from http_resilience.testing import EventRecorder, FakeClock
+from tests.http_resilience._support.scripted import no_jitter, options
 from tests.http_resilience.core.test_self_caused_errors import (
     Counting,
     CountingSync,
 )
-from tests.http_resilience.scripted import no_jitter, options
 
 pytestmark = pytest.mark.anyio
 

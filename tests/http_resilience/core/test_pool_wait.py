@@ -39,7 +39,7 @@ from http_resilience import (
     TotalTimeoutError,
 )
 from http_resilience.testing import EventRecorder
-from tests.http_resilience.scripted import options
+from tests.http_resilience._support.scripted import options
 from tests.support.fault_server import FaultServer
 
 pytestmark = pytest.mark.anyio

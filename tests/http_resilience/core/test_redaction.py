@@ -25,7 +25,7 @@ from http_resilience import (
     ResilientTransport,
 )
 from http_resilience.testing import EventRecorder, FakeClock
-from tests.http_resilience.scripted import Reply, script
+from tests.http_resilience._support.scripted import Reply, script
 
 pytestmark = pytest.mark.anyio
 

@@ -36,7 +36,7 @@ from http_resilience import (
 from http_resilience._core.hosts import safe_target
 from http_resilience.asgi import readiness
 from http_resilience.testing import EventRecorder, FakeClock
-from tests.http_resilience.scripted import script
+from tests.http_resilience._support.scripted import script
 from tests.support.fault_server import FaultServer, free_port
 from tests.support.redis_server import RedisServer
 

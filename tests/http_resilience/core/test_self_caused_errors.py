@@ -23,7 +23,7 @@ from http_resilience import (
     TimeoutEvent,
 )
 from http_resilience.testing import EventRecorder, FakeClock
-from tests.http_resilience.scripted import no_jitter, options
+from tests.http_resilience._support.scripted import no_jitter, options
 from tests.support.fault_server import FaultServer
 
 pytestmark = pytest.mark.anyio

@@ -20,8 +20,8 @@ from http_resilience import (
 from http_resilience import asgi as health_asgi
 from http_resilience.asgi import liveness, readiness
 from http_resilience.testing import FakeClock
+from tests.http_resilience._support.scripted import async_transport, options
 from tests.http_resilience.health.support import BREAKS, HOST, URL, Upstream, get
-from tests.http_resilience.scripted import async_transport, options
 
 pytestmark = pytest.mark.anyio
 

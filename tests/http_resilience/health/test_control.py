@@ -24,11 +24,11 @@ from http_resilience import (
     health,
 )
 from http_resilience.testing import EventRecorder, FakeClock
-from tests.http_resilience.health.support import BREAKS, HOST, URL, Upstream, get
-from tests.http_resilience.scripted import (
+from tests.http_resilience._support.scripted import (
     async_transport,
     sync_transport,
 )
+from tests.http_resilience.health.support import BREAKS, HOST, URL, Upstream, get
 
 pytestmark = pytest.mark.anyio
 

@@ -21,8 +21,12 @@ from http_resilience import (
     health,
 )
 from http_resilience.testing import FakeClock
+from tests.http_resilience._support.scripted import (
+    async_transport,
+    options,
+    sync_transport,
+)
 from tests.http_resilience.health.support import BREAKS, HOST, URL, Upstream, get
-from tests.http_resilience.scripted import async_transport, options, sync_transport
 
 pytestmark = pytest.mark.anyio
 

@@ -21,7 +21,7 @@ from http_resilience import (
 )
 from http_resilience.otel import HttpMetrics, outcome_class
 from http_resilience.testing import EventRecorder, FakeClock
-from tests.http_resilience.scripted import no_jitter, options, script
+from tests.http_resilience._support.scripted import no_jitter, options, script
 from tests.support.otel import Recorded, recorded
 
 pytestmark = pytest.mark.anyio

@@ -23,7 +23,7 @@ from http_resilience._core.observed import RequestEnd, observe_async, observe_sy
 from http_resilience._core.telemetry import Telemetry
 from http_resilience.otel import HttpMetrics, HttpTracing
 from http_resilience.testing import EventRecorder, FakeClock
-from tests.http_resilience.scripted import no_jitter, options, script
+from tests.http_resilience._support.scripted import no_jitter, options, script
 from tests.support.otel import Recorded, parent_id, recorded, span_id, trace_id
 
 pytestmark = pytest.mark.anyio

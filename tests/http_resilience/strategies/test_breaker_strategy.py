@@ -21,7 +21,7 @@ from http_resilience import (
 from http_resilience._strategies.breaker.registry import HostRegistry
 from http_resilience._strategies.breaker.strategy import AsyncBreaker, SyncBreaker
 from http_resilience.testing import EventRecorder, FakeClock
-from tests.http_resilience.scripted import (
+from tests.http_resilience._support.scripted import (
     URL,
     async_transport,
     script,

@@ -37,7 +37,7 @@ from http_resilience._strategies.budget.budget import (
     RetryBudget,
 )
 from http_resilience.testing import EventRecorder, FakeClock
-from tests.http_resilience.scripted import (
+from tests.http_resilience._support.scripted import (
     URL,
     async_transport,
     no_jitter,

@@ -27,7 +27,7 @@ from http_resilience import (
 from http_resilience._core.classify import Outcome
 from http_resilience._core.config_values import read_methods, read_status_codes
 from http_resilience.testing import EventRecorder, FakeClock
-from tests.http_resilience.scripted import (
+from tests.http_resilience._support.scripted import (
     URL,
     Reply,
     async_transport,

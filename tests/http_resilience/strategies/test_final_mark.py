@@ -15,7 +15,7 @@ from http_resilience import TotalTimeoutError
 from http_resilience._core.classify import FINAL_MARK
 from http_resilience._core.nested import caller_attempt_scope
 from http_resilience.testing import FakeClock
-from tests.http_resilience.scripted import URL, script, sync_transport
+from tests.http_resilience._support.scripted import URL, script, sync_transport
 
 
 def get(transport: httpx.BaseTransport, method: str = "GET") -> httpx.Response:

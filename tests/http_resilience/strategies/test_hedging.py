@@ -34,7 +34,7 @@ from http_resilience._core.builder import BuildContext, SyncStepOptions, build_s
 from http_resilience._core.send import SyncSend
 from http_resilience._core.telemetry import Telemetry
 from http_resilience.testing import EventRecorder, FakeClock
-from tests.http_resilience.scripted import URL, TrackedStream
+from tests.http_resilience._support.scripted import URL, TrackedStream
 
 pytestmark = pytest.mark.anyio
 

@@ -23,7 +23,7 @@ from http_resilience import (
     ResiliencePipeline,
 )
 from http_resilience.testing import EventRecorder, FakeClock
-from tests.http_resilience.scripted import URL
+from tests.http_resilience._support.scripted import URL
 
 pytestmark = pytest.mark.anyio
 

@@ -27,7 +27,7 @@ from http_resilience._pipelines.standard import standard_steps
 from http_resilience._strategies.quota.options import QuotaOptions
 from http_resilience._strategies.quota.strategy import SyncQuota
 from http_resilience.testing import EventRecorder, FakeClock
-from tests.http_resilience.scripted import (
+from tests.http_resilience._support.scripted import (
     URL,
     Reply,
     async_transport,

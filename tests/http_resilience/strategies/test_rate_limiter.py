@@ -27,7 +27,7 @@ from http_resilience import (
 )
 from http_resilience._strategies.rate_limit.bucket import REFUSED, TokenBucket
 from http_resilience.testing import EventRecorder, FakeClock
-from tests.http_resilience.scripted import URL, script
+from tests.http_resilience._support.scripted import URL, script
 
 pytestmark = pytest.mark.anyio
 

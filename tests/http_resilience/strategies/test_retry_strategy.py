@@ -15,7 +15,7 @@ from http_resilience import AttemptEvent, HttpEvent, RetryEvent
 from http_resilience._core.clock import utc_now
 from http_resilience._core.send import LAYER_MARK
 from http_resilience.testing import EventRecorder, FakeClock
-from tests.http_resilience.scripted import (
+from tests.http_resilience._support.scripted import (
     URL,
     Reply,
     async_transport,

@@ -33,7 +33,7 @@ from http_resilience._strategies.timeout.strategy import (
 )
 from http_resilience._strategies.timeout.timer import DeadlineTimer
 from http_resilience.testing import EventRecorder, FakeClock
-from tests.http_resilience.scripted import URL, async_transport, script
+from tests.http_resilience._support.scripted import URL, async_transport, script
 
 pytestmark = pytest.mark.anyio
 

@@ -11,7 +11,7 @@ import pytest
 
 from http_resilience._strategies.timeout.timer import Cut, Deadlines
 from http_resilience.testing import FakeClock
-from tests.http_resilience.scripted import URL, async_transport, script
+from tests.http_resilience._support.scripted import URL, async_transport, script
 
 
 class Timer:

@@ -27,7 +27,7 @@ from mediator import (
     acting_as,
 )
 from mediator.asgi import DomainErrorMiddleware, RequestContextMiddleware
-from tests.mediator.support import build
+from tests.mediator._support.support import build
 
 pytestmark = pytest.mark.anyio
 

@@ -17,7 +17,7 @@ from mediator import (
     current_principal,
 )
 from mediator.asgi import DomainErrorMiddleware, RequestContextMiddleware
-from tests.mediator.support import build
+from tests.mediator._support.support import build
 
 pytestmark = pytest.mark.anyio
 

@@ -27,7 +27,7 @@ from mediator import (
     ValidationError,
 )
 from mediator.otel import TELEMETRY, TelemetryBehavior, outcome_class
-from tests.mediator.support import build
+from tests.mediator._support.support import build
 from tests.support.otel import Recorded, parent_id, recorded, span_id
 from tests.support.written_in import run_examples
 

@@ -26,7 +26,7 @@ from sqlalchemy.pool import NullPool
 
 from mediator import Command, CommandHandler, Mediator, MediatorModule, transactional
 from mediator.sqlalchemy import SqlAlchemyModule
-from tests.mediator.shop_db import (
+from tests.mediator._support.shop_db import (
     ASYNC_HANDLERS,
     Account,
     Base,

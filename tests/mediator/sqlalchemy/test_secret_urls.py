@@ -26,7 +26,7 @@ from mediator.sqlalchemy import (
     acreate_idempotency_table,
     create_idempotency_table,
 )
-from tests.mediator.shop_db import SYNC_HANDLERS, Base, OpenAccount
+from tests.mediator._support.shop_db import SYNC_HANDLERS, Base, OpenAccount
 from tests.support.fault_server import free_port
 
 pytestmark = pytest.mark.anyio

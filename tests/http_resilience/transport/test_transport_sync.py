@@ -18,7 +18,7 @@ from http_resilience import (
     RateLimitedError,
 )
 from http_resilience.testing import EventRecorder, FakeClock
-from tests.http_resilience.scripted import URL, Reply, script, sync_transport
+from tests.http_resilience._support.scripted import URL, Reply, script, sync_transport
 
 SCENARIO: dict[str, Any] = {
     "max_retry_attempts": 0,

@@ -26,7 +26,7 @@ from http_resilience import (
     TotalTimeoutError,
 )
 from http_resilience.testing import FakeClock
-from tests.http_resilience.scripted import (
+from tests.http_resilience._support.scripted import (
     URL,
     async_transport,
     options,

@@ -21,7 +21,7 @@ from http_resilience import (
     create_client,
 )
 from http_resilience.testing import FakeClock
-from tests.http_resilience.scripted import URL
+from tests.http_resilience._support.scripted import URL
 from tests.support.fault_server import FaultServer
 
 pytestmark = pytest.mark.anyio

@@ -16,7 +16,7 @@ import pytest
 
 from http_resilience import AttemptStalledError, ResponseTooLargeError
 from http_resilience.testing import FakeClock
-from tests.http_resilience.scripted import URL, async_transport, sync_transport
+from tests.http_resilience._support.scripted import URL, async_transport, sync_transport
 
 pytestmark = pytest.mark.anyio
 

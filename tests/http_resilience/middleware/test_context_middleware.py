@@ -36,7 +36,7 @@ from http_resilience._core.nested import (
     downstream_scope,
 )
 from http_resilience.testing import EventRecorder, FakeClock
-from tests.http_resilience.scripted import (
+from tests.http_resilience._support.scripted import (
     URL,
     Reply,
     async_transport,

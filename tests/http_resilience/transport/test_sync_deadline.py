@@ -23,7 +23,7 @@ from http_resilience._transport.sync_deadline import (
     hold_deadlines,
 )
 from http_resilience.testing import FakeClock
-from tests.http_resilience.scripted import URL
+from tests.http_resilience._support.scripted import URL
 
 FAR = 3600.0
 

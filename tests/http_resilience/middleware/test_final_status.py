@@ -30,7 +30,7 @@ from http_resilience import (
 from http_resilience._core.classify import FINAL_MARK
 from http_resilience._middleware.asgi import problem_for
 from http_resilience.testing import FakeClock
-from tests.http_resilience.scripted import (
+from tests.http_resilience._support.scripted import (
     URL,
     Reply,
     Script,

@@ -17,7 +17,7 @@ from http_resilience import (
     create_client,
 )
 from http_resilience.testing import EventRecorder, FakeClock
-from tests.http_resilience.scripted import script
+from tests.http_resilience._support.scripted import script
 
 pytestmark = pytest.mark.anyio
 

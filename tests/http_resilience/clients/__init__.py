@@ -1,0 +1,1 @@
+"""Tests of http_resilience._clients: the clients, named clients and the factory."""

@@ -1,0 +1,1 @@
+"""Tests of http_resilience._middleware: the ASGI and WSGI middlewares."""

@@ -1,0 +1,1 @@
+"""Tests of http_resilience._transport: the resilient transports and their seam."""

@@ -1,1 +1,0 @@
-"""Tests of the transports, the clients and the middlewares."""

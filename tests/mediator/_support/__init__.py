@@ -1,0 +1,1 @@
+"""Helpers shared by the mediator tests of more than one folder."""

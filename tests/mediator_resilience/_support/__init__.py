@@ -1,0 +1,1 @@
+"""Helpers shared by the mediator_resilience tests and the integration tests."""
