@@ -21,16 +21,17 @@ import pytest
 from http_resilience import (
     AsyncResilientTransport,
     AttemptTimeoutError,
+    Clock,
     PartialStreamPolicy,
     RateLimitedError,
     ResiliencePipeline,
     StreamRetryContext,
     StreamRetryOptions,
+    SystemClock,
     TotalTimeoutError,
     with_retry,
 )
 from http_resilience._core.backend import asyncio_loop, current_library, current_task
-from http_resilience._core.clock import Clock, SystemClock
 from http_resilience.testing import FakeClock
 from tests.http_resilience._support.scripted import options
 from tests.support.fault_server import FaultServer

@@ -10,15 +10,15 @@ from typing import Any
 import httpx
 import pytest
 
-from http_resilience._core.errors import (
+from http_resilience import (
     AttemptTimeoutError,
     BrokenCircuitError,
     RateLimitedError,
     ResilienceError,
+    ResilienceErrorMiddleware,
     ResilienceLayerError,
     TotalTimeoutError,
 )
-from http_resilience._middleware.asgi import ResilienceErrorMiddleware
 from tests.support.fault_server import run_lifespan, serve_app
 
 pytestmark = pytest.mark.anyio

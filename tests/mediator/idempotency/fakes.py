@@ -19,6 +19,7 @@ from injector import Binder, CallableProvider, InstanceProvider, Module
 
 from mediator import (
     AsyncIdempotencyStore,
+    AuditRecord,
     AuditSink,
     Claim,
     ConflictError,
@@ -28,7 +29,6 @@ from mediator import (
     UnitOfWork,
     WallClock,
 )
-from mediator._behaviors.audit import AuditRecord
 from mediator._behaviors.idempotency.store import AwaitedStore
 
 

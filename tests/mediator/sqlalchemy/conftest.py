@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from mediator._behaviors.idempotency.store import AsyncIdempotencyStore
+from mediator import AsyncIdempotencyStore
 from mediator.sqlalchemy import (
     AsyncSqlAlchemyIdempotencyStore,
     SqlAlchemyIdempotencyStore,

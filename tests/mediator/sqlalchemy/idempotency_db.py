@@ -19,12 +19,8 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
-from mediator._behaviors.idempotency.store import (
-    AsyncIdempotencyStore,
-    AwaitedStore,
-    Claim,
-    StoredOutcome,
-)
+from mediator import AsyncIdempotencyStore, Claim, StoredOutcome
+from mediator._behaviors.idempotency.store import AwaitedStore
 from mediator.sqlalchemy import idempotency_table, prepare_sqlite
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

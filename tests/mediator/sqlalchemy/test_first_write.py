@@ -41,11 +41,11 @@ from mediator.sqlalchemy import (
     AsyncSqlAlchemyUnitOfWork,
     SqlAlchemyModule,
     SqlAlchemyUnitOfWork,
+    prepare_postgres,
+    prepare_sqlite,
     translate_error,
 )
 from mediator.sqlalchemy._first_write import is_write
-from mediator.sqlalchemy._postgres import prepare_postgres
-from mediator.sqlalchemy._sqlite import prepare_sqlite
 from mediator_resilience import is_transient_failure
 
 pytestmark = pytest.mark.anyio

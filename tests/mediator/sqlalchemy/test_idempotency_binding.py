@@ -20,17 +20,15 @@ from sqlalchemy.orm import Session, sessionmaker
 
 import mediator.sqlalchemy
 from mediator import (
-    Command,
-    CommandHandler,
-    Mediator,
-    MediatorModule,
-    transactional,
-)
-from mediator._behaviors.idempotency.store import (
     AsyncIdempotencyStore,
     Claim,
+    Command,
+    CommandHandler,
     IdempotencyStore,
+    Mediator,
+    MediatorModule,
     StoredOutcome,
+    transactional,
 )
 from mediator._core.scope import enter_scope
 from mediator.sqlalchemy import (

@@ -11,7 +11,7 @@ from queue import Empty
 import pytest
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from mediator._behaviors.idempotency.store import Claim
+from mediator import Claim
 from mediator.sqlalchemy import AsyncSqlAlchemyIdempotencyStore, prepare_sqlite
 from tests.mediator.sqlalchemy.claimers import claim_once
 from tests.mediator.sqlalchemy.idempotency_db import (

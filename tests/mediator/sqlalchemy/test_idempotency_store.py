@@ -10,12 +10,12 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from mediator import TransientDatabaseError
-from mediator._behaviors.idempotency.store import (
+from mediator import (
     AsyncIdempotencyStore,
     Claim,
     IdempotencyStore,
     StoredOutcome,
+    TransientDatabaseError,
 )
 from mediator.sqlalchemy import (
     AsyncSqlAlchemyIdempotencyStore,

@@ -13,8 +13,7 @@ from anyio.lowlevel import checkpoint
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 
-from mediator import ConflictError
-from mediator._behaviors.idempotency.store import Claim
+from mediator import Claim, ConflictError
 from mediator.sqlalchemy import (
     AsyncSqlAlchemyIdempotencyStore,
     AsyncSqlAlchemyUnitOfWork,
