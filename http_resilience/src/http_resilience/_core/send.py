@@ -63,7 +63,14 @@ Transport = TypeVar("Transport", httpx.AsyncBaseTransport, httpx.BaseTransport)
 
 
 class _Send(Generic[Transport]):
-    """What the async and the sync send share: the attempt, its checks, its body.
+    """What the async and the sync send share: the attempt and its checks.
+
+    The body is read inside the attempt when buffered: under its deadline,
+    and a broken one is a failed attempt the retry sees. Its raw bytes are
+    then served again from memory: the response is as httpx's transports
+    leave it (unread, open) for the client to read. Unbuffered, a body of an
+    attempt whose pipeline owns time is watched for a stall (`WatchedBody`).
+    Each driver writes that out itself (a few lines): it runs on every attempt.
 
     Args:
         inner: The wrapped transport (async for `AsyncSend`, sync for `SyncSend`).
@@ -93,7 +100,40 @@ class _Send(Generic[Transport]):
         self, request: httpx.Request, owner: object, call: Call
     ) -> httpx.Request:
         """The attempt `request` becomes, marked with `owner` and stamped."""
-        attempt = _attempt(request, owner, call, self._sweep is not None)
+        # The request's attributes (its body stream, and its content when read)
+        # with headers and extensions of its own: what `httpx.Request(...)` would
+        # build from them, without validating again a URL and headers known valid.
+        attempt = httpx.Request.__new__(httpx.Request)
+        if _PLAIN_REQUEST:
+            # Attribute by attribute: the copy keeps CPython's compact layout,
+            # which `vars(attempt).update(...)` would give up for a dict that every
+            # later read of the attempt, httpx's included, pays for.
+            attempt.method = request.method
+            attempt.url = request.url
+            attempt.stream = request.stream
+            content: object = getattr(request, _CONTENT, _UNREAD)
+            if content is not _UNREAD:
+                setattr(attempt, _CONTENT, content)  # the body, once read
+        else:
+            vars(attempt).update(vars(request))
+        attempt.headers = httpx.Headers(request.headers)
+        extensions = dict(request.extensions)
+        extensions[LAYER_MARK] = owner
+        seconds = call.phase_timeout
+        if seconds is not None:
+            # A pool the send sees waits for the bound its timeout set; another
+            # transport's pool (one hiding httpx's) for the attempt's own time.
+            pool = call.pool_timeout if self._sweep is not None else None
+            if pool is None:
+                pool = seconds
+            lead = pool * 0.1
+            extensions["timeout"] = {
+                "connect": seconds,
+                "read": seconds,
+                "write": seconds,
+                "pool": pool - (lead if lead < POOL_LEAD else POOL_LEAD),
+            }
+        attempt.extensions = extensions
         if self._stamp is not None:
             self._stamp(attempt, request)
         if self._tell is not None and call.deadline != math.inf:
@@ -101,23 +141,6 @@ class _Send(Generic[Transport]):
         if call.attempt > 1 and call.tell_attempt:
             _tell_attempt(attempt, call.attempt)
         return attempt
-
-    def _body(
-        self, request: httpx.Request, response: httpx.Response, call: Call
-    ) -> BoundedBody | None:
-        """The body to read inside the attempt; None: the response goes unread.
-
-        The body is read inside the attempt when buffered: under its deadline,
-        and a broken one is a failed attempt the retry sees. Its raw bytes are
-        then served again from memory: the response is as httpx's transports
-        leave it (unread, open) for the client to read. Unbuffered, a body of
-        an attempt whose pipeline owns time is watched for a stall.
-        """
-        if self._buffer is not None:
-            return BoundedBody(response.stream, self._buffer, request)
-        if call.phase_timeout is not None:
-            response.stream = WatchedBody(response.stream, call.phase_timeout, request)
-        return None
 
 
 class AsyncSend(_Send[httpx.AsyncBaseTransport]):
@@ -159,16 +182,20 @@ class AsyncSend(_Send[httpx.AsyncBaseTransport]):
         if not _STATUS_RANGE[0] <= response.status_code <= _STATUS_RANGE[1]:
             await close_quietly(response)
             raise _bad_status(request, response.status_code)
-        body = self._body(request, response, call)
-        if body is not None:
-            try:
-                raw = b"".join([chunk async for chunk in body])
-                await body.aclose()
-                response.stream = httpx.ByteStream(raw)
-            except BaseException:
-                await close_quietly(response)
-                await self._swept()
-                raise
+        if self._buffer is None:
+            seconds = call.phase_timeout
+            if seconds is not None:
+                response.stream = WatchedBody(response.stream, seconds, request)
+            return response
+        body = BoundedBody(response.stream, self._buffer, request)
+        try:
+            raw = b"".join([chunk async for chunk in body])
+            await body.aclose()
+            response.stream = httpx.ByteStream(raw)
+        except BaseException:
+            await close_quietly(response)
+            await self._swept()
+            raise
         return response
 
     async def _swept(self) -> None:
@@ -197,16 +224,20 @@ class SyncSend(_Send[httpx.BaseTransport]):
         if not _STATUS_RANGE[0] <= response.status_code <= _STATUS_RANGE[1]:
             close_quietly_sync(response)
             raise _bad_status(request, response.status_code)
-        body = self._body(request, response, call)
-        if body is not None:
-            try:
-                raw = b"".join(body)
-                body.close()
-                response.stream = httpx.ByteStream(raw)
-            except BaseException:
-                close_quietly_sync(response)
-                self._swept()
-                raise
+        if self._buffer is None:
+            seconds = call.phase_timeout
+            if seconds is not None:
+                response.stream = WatchedBody(response.stream, seconds, request)
+            return response
+        body = BoundedBody(response.stream, self._buffer, request)
+        try:
+            raw = b"".join(body)
+            body.close()
+            response.stream = httpx.ByteStream(raw)
+        except BaseException:
+            close_quietly_sync(response)
+            self._swept()
+            raise
         return response
 
     def _swept(self) -> None:
@@ -255,45 +286,6 @@ def marked_by(request: httpx.Request, owner: object) -> bool:
     mark = request.extensions.get(LAYER_MARK)
     return mark is not None and mark == owner
 
-
-def _attempt(
-    request: httpx.Request, owner: object, call: Call, pooled: bool
-) -> httpx.Request:
-    # The request's attributes (its body stream, and its content when read)
-    # with headers and extensions of its own: what `httpx.Request(...)` would
-    # build from them, without validating again a URL and headers known valid.
-    attempt = httpx.Request.__new__(httpx.Request)
-    if _PLAIN_REQUEST:
-        # Attribute by attribute: the copy keeps CPython's compact layout,
-        # which `vars(attempt).update(...)` would give up for a dict that every
-        # later read of the attempt, httpx's included, pays for.
-        attempt.method = request.method
-        attempt.url = request.url
-        attempt.stream = request.stream
-        content: object = getattr(request, _CONTENT, _UNREAD)
-        if content is not _UNREAD:
-            setattr(attempt, _CONTENT, content)  # the body, once read
-    else:
-        vars(attempt).update(vars(request))
-    attempt.headers = httpx.Headers(request.headers)
-    extensions = dict(request.extensions)
-    extensions[LAYER_MARK] = owner
-    seconds = call.phase_timeout
-    if seconds is not None:
-        # A pool the send sees waits for the bound its timeout set; another
-        # transport's pool (one hiding httpx's) for the attempt's own time.
-        pool = call.pool_timeout if pooled else None
-        if pool is None:
-            pool = seconds
-        lead = pool * 0.1
-        extensions["timeout"] = {
-            "connect": seconds,
-            "read": seconds,
-            "write": seconds,
-            "pool": pool - (lead if lead < POOL_LEAD else POOL_LEAD),
-        }
-    attempt.extensions = extensions
-    return attempt
 
 
 _UNREAD: Final = object()

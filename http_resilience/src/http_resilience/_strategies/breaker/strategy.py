@@ -291,7 +291,12 @@ class SyncBreaker(SyncDriver[BreakerStrategy]):
         failed = self._failed[response.status_code]
         if self._classified:
             failed = strategy.is_failure(response)
-        threads.record(host, seen, breaker, ticket, failed, self._now())
+        now = self._now()
+        with threads.lock:
+            # Written out here, not a method: this runs on every attempt.
+            if seen != threads.arrivals:
+                threads.see(host)
+            breaker.record(ticket, failed, now)
         return response
 
 
@@ -306,15 +311,22 @@ class ThreadedBreakers:
 
     Args:
         strategy: The breakers' strategy.
+
+    Attributes:
+        lock: Held to see a host and to tell a breaker an outcome.
+        seen: Per host, the breaker a thread last saw and `arrivals` then.
+        arrivals: The hosts that arrived in the registry so far: after one
+            since a thread saw its host, the host is marked recently used
+            again (`see`), under the lock.
     """
 
-    __slots__ = ("_arrivals", "_bound", "_strategy", "lock", "seen")
+    __slots__ = ("_bound", "_strategy", "arrivals", "lock", "seen")
 
     def __init__(self, strategy: BreakerStrategy) -> None:
         self._strategy = strategy
         self.lock = threading.Lock()
         self.seen: dict[str, tuple[CircuitBreaker, int]] = {}
-        self._arrivals = 0
+        self.arrivals = 0
         self._bound = strategy.maximum_hosts
 
     def breakers(self) -> list[tuple[str, CircuitBreaker]]:
@@ -329,32 +341,13 @@ class ThreadedBreakers:
         found = seen.get(host)
         if found is None or found[0] is not breaker:
             # A host new to the registry, or back in it: an arrival.
-            self._arrivals += 1
+            self.arrivals += 1
             if len(seen) >= self._bound:
                 # Hosts the registry may have dropped: forget them all, and
                 # let the hosts in use take the lock once to come back.
                 self.seen = seen = {}
-        entry = seen[host] = (breaker, self._arrivals)
+        entry = seen[host] = (breaker, self.arrivals)
         return entry
-
-    def record(
-        self,
-        host: str,
-        seen: int,
-        breaker: CircuitBreaker,
-        ticket: Ticket,
-        failed: bool,
-        now: float,
-    ) -> None:
-        """Tell `breaker` how an attempt went, under the lock.
-
-        `seen` is the arrivals counted when the thread read the host's breaker:
-        after an arrival since, the host is marked recently used again.
-        """
-        with self.lock:
-            if seen != self._arrivals:
-                self.see(host)
-            breaker.record(ticket, failed, now)
 
 
 _UNSEEN: Final[tuple[None, int]] = (None, -1)

@@ -298,7 +298,9 @@ class SyncTimeout:
             around = when + (deadline - call.deadline) if moves else math.inf
             queue_end = around if around != math.inf else when
             held = ATTEMPT_DEADLINE
-            outer = _held(held)
+            # What an attempt around this one holds, put back once it ends.
+            outer = held.when, held.span, held.bound
+            outer_queue = held.queue_end, held.left_at, held.queued_out
             if outer[0] is not None:
                 # An attempt of another client around this one bounds it.
                 when, around = min(when, outer[0]), min(around, outer[0])
@@ -326,7 +328,8 @@ class SyncTimeout:
             finally:
                 queued = _queued(held, start)
                 by_around = _by_around(held, left)
-                _hold(held, *outer)
+                held.when, held.span, held.bound = outer
+                held.queue_end, held.left_at, held.queued_out = outer_queue
             if rule.late_after(call, queued, deadline):
                 close_quietly_sync(response)
                 raise rule.expired_within(call, (deadline, kind, span), by_around)
@@ -334,35 +337,6 @@ class SyncTimeout:
         finally:
             call.deadline, call.deadline_kind, call.deadline_span = deadline, kind, span
             call.phase_timeout, call.pool_timeout = phase_timeout, pool_timeout
-
-
-_Held = tuple[float | None, float | None, float, float, float | None, bool]
-
-
-def _held(held: AttemptDeadline) -> _Held:
-    """What `held` holds now, to put back with `_hold` once the attempt ends."""
-    return (
-        held.when,
-        held.span,
-        held.bound,
-        held.queue_end,
-        held.left_at,
-        held.queued_out,
-    )
-
-
-def _hold(
-    held: AttemptDeadline,
-    when: float | None,
-    span: float | None,
-    bound: float,
-    queue_end: float,
-    left_at: float | None,
-    queued_out: bool,
-) -> None:
-    """Put back in `held` what `_held` read from it."""
-    held.when, held.span, held.bound = when, span, bound
-    held.queue_end, held.left_at, held.queued_out = queue_end, left_at, queued_out
 
 
 def _queued(held: AttemptDeadline, start: float) -> float:
