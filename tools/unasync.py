@@ -87,6 +87,7 @@ class Twin:
 
 _HTTP = "http_resilience/src/http_resilience"
 _MEDIATOR = "mediator/src/mediator"
+_HTTP_TESTS = "tests/http_resilience"
 
 TWINS: tuple[Twin, ...] = (
     Twin(
@@ -359,6 +360,30 @@ TWINS: tuple[Twin, ...] = (
                 "``tools/unasync.py``: edit this one and run the script.",
                 "This sync driver is generated from `_driver` by\n"
                 "``tools/unasync.py``: edit that one and run the script.",
+            ),
+        ),
+    ),
+    Twin(
+        f"{_HTTP_TESTS}/core/test_pool_wait.py",
+        f"{_HTTP_TESTS}/core/test_pool_wait_sync.py",
+        names={
+            "AsyncResilientTransport": "ResilientTransport",
+            "AsyncHTTPTransport": "HTTPTransport",
+            "AsyncClient": "Client",
+            "gather": "gather_sync",
+            "started": "started_sync",
+            "fault_server.wait_idle": "fault_server.wait_idle_sync",
+        },
+        text=(
+            ('SIDE = "async"', 'SIDE = "sync"'),
+            (
+                "The sync\ntests, in `test_pool_wait_sync`, are generated from "
+                "these by\n"
+                "``tools/unasync.py``: edit this module and run the script; what "
+                "differs by\ncolour (tasks or threads) is in `pool_callers`.\n",
+                "These sync\ntests are generated from `test_pool_wait` by "
+                "``tools/unasync.py``: edit\nthat module and run the script; what "
+                "differs by colour (tasks or threads)\nis in `pool_callers`.\n",
             ),
         ),
     ),

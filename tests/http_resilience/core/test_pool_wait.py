@@ -10,16 +10,16 @@ refusal: `RateLimitedError` with reason ``"concurrency_limit"``, a
 request sent.
 
 A real uvicorn server on 127.0.0.1 and real httpx pools of one or two
-connections; the real clock, bounded by counts and generous margins.
+connections; the real clock, bounded by counts and generous margins. The sync
+tests, in `test_pool_wait_sync`, are generated from these by
+``tools/unasync.py``: edit this module and run the script; what differs by
+colour (tasks or threads) is in `pool_callers`.
 """
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -33,7 +33,6 @@ from http_resilience import (
     RateLimitedError,
     RejectionEvent,
     ResiliencePipeline,
-    ResilientTransport,
     RetryEvent,
     TimeoutEvent,
     TotalTimeoutError,
@@ -42,9 +41,12 @@ from http_resilience.testing import EventRecorder
 from tests.http_resilience._support.scripted import options
 from tests.support.fault_server import FaultServer
 
-pytestmark = pytest.mark.anyio
+from .pool_callers import CALLERS, gather, started
 
-CALLERS = 20
+pytestmark = pytest.mark.anyio  # unasync: async-only
+
+# The server's counts are per key, for the whole session: each colour its own.
+SIDE = "async"
 TWO = httpx.Limits(max_connections=2)
 ONE = httpx.Limits(max_connections=1)
 # A breaker that opens on 2 failures in 2: any evidence at all would open it.
@@ -55,41 +57,10 @@ TOUCHY: dict[str, Any] = {
 }
 
 
-def outcome(answer: httpx.Response | BaseException) -> str:
-    """What a caller got, as a word to count."""
-    if isinstance(answer, httpx.Response):
-        return str(answer.status_code)
-    if isinstance(answer, RateLimitedError):
-        assert answer.reason == "concurrency_limit"
-        assert "no connection of the client's own pool came free" in str(answer)
-        return "refused"
-    if isinstance(answer, TotalTimeoutError):
-        return "total"
-    return repr(answer)
-
-
 def no_host_evidence(events: EventRecorder[HttpEvent]) -> None:
     assert events.of(BreakerEvent) == []
     assert events.of(RetryEvent) == []
     assert [e.kind for e in events.of(TimeoutEvent) if e.kind == "attempt"] == []
-
-
-async def gather(client: httpx.AsyncClient, url: str) -> Counter[str]:
-    answers = await asyncio.gather(
-        *(client.get(url) for _ in range(CALLERS)), return_exceptions=True
-    )
-    return Counter(outcome(answer) for answer in answers)
-
-
-def gather_sync(client: httpx.Client, url: str) -> Counter[str]:
-    def call(_: int) -> str:
-        try:
-            return outcome(client.get(url))
-        except Exception as error:
-            return outcome(error)
-
-    with ThreadPoolExecutor(CALLERS) as callers:
-        return Counter(callers.map(call, range(CALLERS)))
 
 
 # --- twenty callers on two connections, a slow but healthy host -----------------
@@ -97,7 +68,9 @@ def gather_sync(client: httpx.Client, url: str) -> Counter[str]:
 # 1 s attempt timeout, never the 30 s total timeout.
 
 
-@pytest.mark.asyncio_only("its helpers use asyncio.Event, asyncio.ensure_future")
+@pytest.mark.asyncio_only(  # unasync: async-only
+    "its helpers use asyncio.gather"
+)
 async def test_twenty_callers_on_a_pool_of_two_all_get_their_answer(
     fault_server: FaultServer,
 ) -> None:
@@ -108,7 +81,8 @@ async def test_twenty_callers_on_a_pool_of_two_all_get_their_answer(
         name="inventory",
         listeners=[events],
     )
-    url = f"{fault_server.url}/sleep/0.2?key=pool-wait-healthy"
+    key = f"pool-wait-healthy-{SIDE}"
+    url = f"{fault_server.url}/sleep/0.2?key={key}"
     async with httpx.AsyncClient(transport=transport) as client:
         outcomes = await gather(client, url)
         after = await client.get(url)
@@ -116,28 +90,7 @@ async def test_twenty_callers_on_a_pool_of_two_all_get_their_answer(
     assert after.status_code == 200
     no_host_evidence(events)
     assert events.of(TimeoutEvent) == []
-    assert fault_server.max_in_flight("pool-wait-healthy") <= 2
-
-
-def test_twenty_sync_callers_on_a_pool_of_two_all_get_their_answer(
-    fault_server: FaultServer,
-) -> None:
-    events = EventRecorder[HttpEvent]()
-    transport = ResilientTransport(
-        httpx.HTTPTransport(limits=TWO),
-        options=options(attempt_timeout=1.0, **TOUCHY),
-        name="inventory",
-        listeners=[events],
-    )
-    url = f"{fault_server.url}/sleep/0.2?key=pool-wait-healthy-sync"
-    with httpx.Client(transport=transport) as client:
-        outcomes = gather_sync(client, url)
-        after = client.get(url)
-    assert outcomes == {"200": CALLERS}
-    assert after.status_code == 200
-    no_host_evidence(events)
-    assert events.of(TimeoutEvent) == []
-    assert fault_server.max_in_flight("pool-wait-healthy-sync") <= 2
+    assert fault_server.max_in_flight(key) <= 2
 
 
 # --- a queue longer than the total timeout: refused here, never sent ------------
@@ -165,7 +118,9 @@ def check_refusals(
     assert hits() <= CALLERS - outcomes["refused"]
 
 
-@pytest.mark.asyncio_only("its helpers use asyncio.Event, asyncio.ensure_future")
+@pytest.mark.asyncio_only(  # unasync: async-only
+    "its helpers use asyncio.gather"
+)
 async def test_a_queue_past_the_total_timeout_is_refused_locally(
     fault_server: FaultServer,
 ) -> None:
@@ -176,33 +131,15 @@ async def test_a_queue_past_the_total_timeout_is_refused_locally(
         name="inventory",
         listeners=[events],
     )
-    key = "pool-wait-refused"
+    key = f"pool-wait-refused-{SIDE}"
     url = f"{fault_server.url}/sleep/0.5?key={key}"
     async with httpx.AsyncClient(transport=transport) as client:
         outcomes = await gather(client, url)
         await fault_server.wait_idle(key)
         check_refusals(outcomes, events, lambda: fault_server.hits(key))
         # The breaker stayed closed: the host is called as before.
-        assert (await client.get(url)).status_code == 200
-
-
-def test_a_sync_queue_past_the_total_timeout_is_refused_locally(
-    fault_server: FaultServer,
-) -> None:
-    events = EventRecorder[HttpEvent]()
-    transport = ResilientTransport(
-        httpx.HTTPTransport(limits=TWO),
-        options=options(**SHORT_TOTAL),
-        name="inventory",
-        listeners=[events],
-    )
-    key = "pool-wait-refused-sync"
-    url = f"{fault_server.url}/sleep/0.5?key={key}"
-    with httpx.Client(transport=transport) as client:
-        outcomes = gather_sync(client, url)
-        fault_server.wait_idle_sync(key)
-        check_refusals(outcomes, events, lambda: fault_server.hits(key))
-        assert client.get(url).status_code == 200
+        after = await client.get(url)
+    assert after.status_code == 200
 
 
 # --- the attempt's clock starts when it leaves the queue ------------------------
@@ -217,25 +154,9 @@ LATE_SLOT: dict[str, Any] = {
 }
 
 
-def on_sent(event: threading.Event) -> dict[str, Any]:
-    """Extensions whose trace sets `event` once the request's head is sent."""
-
-    def trace(name: str, info: dict[str, Any]) -> None:
-        if name == "http11.send_request_headers.complete":
-            event.set()
-
-    return {"trace": trace}
-
-
-def on_sent_async(event: asyncio.Event) -> dict[str, Any]:
-    async def trace(name: str, info: dict[str, Any]) -> None:
-        if name == "http11.send_request_headers.complete":
-            event.set()
-
-    return {"trace": trace}
-
-
-@pytest.mark.asyncio_only("the test itself uses asyncio.Event, asyncio.ensure_future")
+@pytest.mark.asyncio_only(  # unasync: async-only
+    "its helpers use asyncio.Event, asyncio.ensure_future"
+)
 async def test_the_attempt_timeout_runs_from_when_the_attempt_got_a_connection(
     fault_server: FaultServer,
 ) -> None:
@@ -247,38 +168,14 @@ async def test_the_attempt_timeout_runs_from_when_the_attempt_got_a_connection(
         listeners=[events],
     )
     base = f"{fault_server.url}/sleep"
-    async with httpx.AsyncClient(transport=transport) as client:
-        sent = asyncio.Event()
-        first = asyncio.ensure_future(
-            client.get(f"{base}/1.5?key=late-slot", extensions=on_sent_async(sent))
-        )
-        await sent.wait()
-        second = await client.get(f"{base}/1.0?key=late-slot")
-        assert (await first).status_code == 200
-    assert second.status_code == 200
-    assert events.of(TimeoutEvent) == []
-    no_host_evidence(events)
-
-
-def test_the_sync_attempt_timeout_runs_from_when_it_got_a_connection(
-    fault_server: FaultServer,
-) -> None:
-    events = EventRecorder[HttpEvent]()
-    transport = ResilientTransport(
-        httpx.HTTPTransport(limits=ONE),
-        options=options(**LATE_SLOT),
-        name="inventory",
-        listeners=[events],
-    )
-    base = f"{fault_server.url}/sleep"
-    with httpx.Client(transport=transport) as client, ThreadPoolExecutor(1) as side:
-        sent = threading.Event()
-        first = side.submit(
-            client.get, f"{base}/1.5?key=late-slot-sync", extensions=on_sent(sent)
-        )
-        assert sent.wait(10)
-        second = client.get(f"{base}/1.0?key=late-slot-sync")
-        assert first.result().status_code == 200
+    key = f"late-slot-{SIDE}"
+    async with (
+        httpx.AsyncClient(transport=transport) as client,
+        started(client, f"{base}/1.5?key={key}") as first,
+    ):
+        second = await client.get(f"{base}/1.0?key={key}")
+        answer = await first()
+    assert answer.status_code == 200
     assert second.status_code == 200
     assert events.of(TimeoutEvent) == []
     no_host_evidence(events)
@@ -315,7 +212,9 @@ def refused_message(host: str) -> str:
     )
 
 
-@pytest.mark.asyncio_only("counts under a fixed key of the session's one server")
+@pytest.mark.asyncio_only(  # unasync: async-only
+    "counts under a fixed key of the session's one server"
+)
 async def test_the_refusal_names_the_client_and_the_timeout_that_bounded_the_wait(
     fault_server: FaultServer,
 ) -> None:
@@ -326,7 +225,7 @@ async def test_the_refusal_names_the_client_and_the_timeout_that_bounded_the_wai
         name="inventory",
         listeners=[events],
     )
-    key = "pool-wait-message"
+    key = f"pool-wait-message-{SIDE}"
     url = f"{fault_server.url}/healthy?key={key}"
     async with (
         httpx.AsyncClient(transport=transport) as client,
@@ -345,35 +244,9 @@ async def test_the_refusal_names_the_client_and_the_timeout_that_bounded_the_wai
     assert fault_server.hits(key) == 1
 
 
-def test_the_sync_refusal_names_the_client_and_the_timeout(
-    fault_server: FaultServer,
-) -> None:
-    events = EventRecorder[HttpEvent]()
-    transport = ResilientTransport(
-        httpx.HTTPTransport(limits=ONE),
-        options=options(**WAIT_OPTIONS),
-        name="inventory",
-        listeners=[events],
-    )
-    key = "pool-wait-message-sync"
-    url = f"{fault_server.url}/healthy?key={key}"
-    with (
-        httpx.Client(transport=transport) as client,
-        client.stream("GET", url) as holding,
-    ):
-        assert holding.status_code == 200
-        with pytest.raises(RateLimitedError) as raised:
-            client.get(url)
-    assert str(raised.value) == refused_message(fault_server.url)
-    assert [event.reason for event in events.of(RejectionEvent)] == [
-        "concurrency_limit"
-    ]
-    assert events.of(TimeoutEvent) == []
-    fault_server.wait_idle_sync(key)
-    assert fault_server.hits(key) == 1
-
-
-@pytest.mark.asyncio_only("the test itself uses asyncio.Event, asyncio.ensure_future")
+@pytest.mark.asyncio_only(  # unasync: async-only
+    "its helpers use asyncio.Event, asyncio.ensure_future"
+)
 async def test_a_total_timeout_bounds_the_whole_call_pool_wait_included(
     fault_server: FaultServer,
 ) -> None:
@@ -389,13 +262,13 @@ async def test_a_total_timeout_bounds_the_whole_call_pool_wait_included(
         listeners=[events],
     )
     base = f"{fault_server.url}/sleep"
-    async with httpx.AsyncClient(transport=transport) as client:
-        sent = asyncio.Event()
-        first = asyncio.ensure_future(
-            client.get(f"{base}/1.0?key=lone-total", extensions=on_sent_async(sent))
-        )
-        await sent.wait()
+    key = f"lone-total-{SIDE}"
+    async with (
+        httpx.AsyncClient(transport=transport) as client,
+        started(client, f"{base}/1.0?key={key}") as first,
+    ):
         with pytest.raises(TotalTimeoutError, match=r"\(total timeout 1\.5 s\)"):
-            await client.get(f"{base}/1.0?key=lone-total")
-        assert (await first).status_code == 200
+            await client.get(f"{base}/1.0?key={key}")
+        answer = await first()
+    assert answer.status_code == 200
     assert [event.kind for event in events.of(TimeoutEvent)] == ["total"]
