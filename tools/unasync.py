@@ -387,6 +387,30 @@ TWINS: tuple[Twin, ...] = (
             ),
         ),
     ),
+    Twin(
+        f"{_HTTP_TESTS}/streams/test_with_retry.py",
+        f"{_HTTP_TESTS}/streams/test_with_retry_sync.py",
+        names={
+            "with_retry": "with_retry_sync",
+            "async_factory": "sync_factory",
+            "bare_async_factory": "bare_sync_factory",
+            "athrow": "throw",
+            "test_an_async_generator_source_is_closed_when_the_consumer_stops": (
+                "test_a_generator_source_is_closed_when_the_consumer_stops"
+            ),
+        },
+        text=(
+            (
+                "The sync tests, `test_with_retry_sync`, are generated from these "
+                "by\n``tools/unasync.py``: edit this module and run the script. "
+                "Cancellation, the\nasync side's alone, is in "
+                "`test_with_retry_by_colour`.",
+                "Generated from `test_with_retry` by ``tools/unasync.py``: edit "
+                "that module\nand run the script. Cancellation, the async side's "
+                "alone, is in\n`test_with_retry_by_colour`.",
+            ),
+        ),
+    ),
 )
 
 

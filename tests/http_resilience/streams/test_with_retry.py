@@ -1,4 +1,9 @@
-"""`with_retry`: every rule of the stream retry, on a fake clock."""
+"""`with_retry`: every rule of the stream retry, on a fake clock.
+
+The sync tests, `test_with_retry_sync`, are generated from these by
+``tools/unasync.py``: edit this module and run the script. Cancellation, the
+async side's alone, is in `test_with_retry_by_colour`.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +11,8 @@ import asyncio
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
-from datetime import timedelta
 from typing import Any
 
-import anyio
 import pytest
 
 from http_resilience import (
@@ -30,7 +33,7 @@ from .sources import (
     breaks,
 )
 
-pytestmark = pytest.mark.anyio
+pytestmark = pytest.mark.anyio  # unasync: async-only
 
 ITEMS = [10, 11, 12, 13, 14]
 RESTART = PartialStreamPolicy.RESTART_FROM_START
@@ -127,6 +130,14 @@ async def test_the_last_failure_is_raised_when_the_budget_is_spent() -> None:
     assert factory.closes == [1, 1, 1]
 
 
+async def test_the_default_budget_is_three_retries() -> None:
+    clock = FakeClock()
+    factory = async_factory(ITEMS, *[breaks(0)] * 4)
+    with pytest.raises(Broken, match="attempt 4 broke"):
+        await collect(with_retry(factory, options(clock)), [])
+    assert clock.sleeps == [0.2, 0.4, 0.8]
+
+
 async def test_no_retry_at_all_with_a_budget_of_zero() -> None:
     clock = FakeClock()
     factory = async_factory(ITEMS, breaks(0))
@@ -149,17 +160,6 @@ async def test_a_failing_factory_is_a_failed_attempt() -> None:
     assert await collect(with_retry(factory, options(clock)), []) == ITEMS
     assert len(calls) == 2
     assert clock.sleeps == [0.2]
-
-
-async def test_a_factory_returning_no_async_iterable_fails_at_once() -> None:
-    clock = FakeClock()
-
-    def factory(context: StreamRetryContext) -> Any:
-        return [1, 2, 3]
-
-    with pytest.raises(TypeError):
-        await collect(with_retry(factory, options(clock)), [])
-    assert clock.sleeps == []
 
 
 # --- the partial-stream policies ------------------------------------------------
@@ -317,6 +317,7 @@ async def test_a_failure_while_closing_a_finished_source_is_a_failure() -> None:
     factory = async_factory([], Attempt(close_failure=cleanup))
     assert await collect(with_retry(factory, options(clock)), []) == []
     assert len(factory.contexts) == 2
+    assert clock.sleeps == [0.2]
     # Once items are out, RETHROW_MID_STREAM re-raises it.
     factory = async_factory(ITEMS, Attempt(close_failure=cleanup))
     received: list[int] = []
@@ -358,10 +359,13 @@ async def test_a_close_that_reraises_the_break_suppresses_nothing() -> None:
     assert suppressed_failure(raised.value) is None
 
 
-async def test_cancellation_while_closing_a_finished_source_propagates() -> None:
-    factory = async_factory(ITEMS, Attempt(close_failure=asyncio.CancelledError()))
+@pytest.mark.parametrize("stop", [asyncio.CancelledError, KeyboardInterrupt])
+async def test_a_stop_while_closing_a_finished_source_propagates(
+    stop: type[BaseException],
+) -> None:
+    factory = async_factory(ITEMS, Attempt(close_failure=stop()))
     received: list[int] = []
-    with pytest.raises(asyncio.CancelledError) as raised:
+    with pytest.raises(stop) as raised:
         await collect(with_retry(factory, options(FakeClock())), received)
     assert received == ITEMS
     assert suppressed_failure(raised.value) is None
@@ -444,88 +448,6 @@ async def test_an_async_generator_source_is_closed_when_the_consumer_stops() -> 
     assert finished == ["closed"]
 
 
-# --- cancellation ----------------------------------------------------------------
-
-
-class CancellingClock(FakeClock):
-    """Cancels a scope as the backoff starts, then sleeps as FakeClock does.
-
-    The cancellation is requested while the task is running, so it can only be
-    delivered at the next checkpoint: the sleep itself, for any delay.
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.scope: anyio.CancelScope | None = None
-
-    async def sleep(self, seconds: float) -> None:
-        assert self.scope is not None
-        self.scope.cancel()
-        await super().sleep(seconds)
-
-
-@pytest.mark.parametrize("base_delay", [0, 0.2])
-async def test_cancellation_during_the_backoff_ends_the_stream(
-    base_delay: float,
-) -> None:
-    clock = CancellingClock()
-    factory = async_factory(ITEMS, breaks(0), breaks(0))
-    with anyio.CancelScope() as scope:
-        clock.scope = scope
-        await collect(with_retry(factory, options(clock, base_delay=base_delay)), [])
-    assert scope.cancelled_caught
-    assert clock.sleeps == [base_delay]
-    assert len(factory.contexts) == 1
-    assert factory.closes == [1]
-
-
-async def test_cancellation_is_observed_between_attempts_with_the_system_clock() -> (
-    None
-):
-    # The source asks for the cancellation and fails without ever awaiting;
-    # only the zero-length backoff can deliver it before the next attempt.
-    contexts: list[StreamRetryContext] = []
-
-    with anyio.CancelScope() as scope:
-
-        async def source(context: StreamRetryContext) -> AsyncGenerator[int, None]:
-            contexts.append(context)
-            scope.cancel()
-            raise Broken
-            yield 0  # pragma: no cover - makes this an async generator
-
-        await collect(
-            with_retry(source, StreamRetryOptions(base_delay=timedelta(0))), []
-        )
-    assert scope.cancelled_caught
-    assert len(contexts) == 1
-
-
-async def test_cancellation_while_the_source_waits_is_not_retried() -> None:
-    factory = async_factory(ITEMS)
-    waiting = anyio.Event()
-    closed: list[str] = []
-
-    async def slow(context: StreamRetryContext) -> AsyncGenerator[int, None]:
-        factory(context)
-        try:
-            yield 1
-            waiting.set()
-            await anyio.sleep_forever()
-            yield 2  # pragma: no cover
-        finally:
-            closed.append("closed")
-
-    received: list[int] = []
-    async with anyio.create_task_group() as group:
-        group.start_soon(collect, with_retry(slow, options(FakeClock())), received)
-        await waiting.wait()
-        group.cancel_scope.cancel()
-    assert received == [1]
-    assert len(factory.contexts) == 1
-    assert closed == ["closed"]
-
-
 @pytest.mark.parametrize(
     "stop", [asyncio.CancelledError, KeyboardInterrupt, SystemExit, GeneratorExit]
 )
@@ -551,12 +473,31 @@ async def test_cancellation_from_the_source_is_never_classified_nor_retried(
     assert isinstance(suppressed_failure(raised.value), CloseFailed)
 
 
-async def test_cancellation_while_closing_the_broken_source_keeps_the_break() -> None:
-    broke = Broken()
+@pytest.mark.parametrize("stop", [KeyboardInterrupt, SystemExit, GeneratorExit])
+async def test_a_stop_mid_stream_is_not_retried_even_by_restart_from_start(
+    stop: type[BaseException],
+) -> None:
+    clock = FakeClock()
     factory = async_factory(
-        ITEMS, breaks(0, failure=broke, close_failure=asyncio.CancelledError())
+        ITEMS, breaks(1, failure=stop(), close_failure=CloseFailed())
     )
-    with pytest.raises(asyncio.CancelledError) as raised:
+    with pytest.raises(stop) as raised:
+        await collect(
+            with_retry(factory, options(clock, partial_stream_policy=RESTART)), []
+        )
+    assert len(factory.contexts) == 1
+    assert factory.closes == [1]
+    assert clock.sleeps == []
+    assert isinstance(suppressed_failure(raised.value), CloseFailed)
+
+
+@pytest.mark.parametrize("stop", [asyncio.CancelledError, KeyboardInterrupt])
+async def test_a_stop_while_closing_the_broken_source_keeps_the_break(
+    stop: type[BaseException],
+) -> None:
+    broke = Broken()
+    factory = async_factory(ITEMS, breaks(0, failure=broke, close_failure=stop()))
+    with pytest.raises(stop) as raised:
         await collect(with_retry(factory, options(FakeClock())), [])
     assert suppressed_failure(raised.value) is broke
     assert len(factory.contexts) == 1
