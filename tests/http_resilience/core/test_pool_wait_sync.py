@@ -40,7 +40,7 @@ from http_resilience import (
     TotalTimeoutError,
 )
 from http_resilience.testing import EventRecorder
-from tests.http_resilience.scripted import options
+from tests.http_resilience._support.scripted import options
 from tests.support.fault_server import FaultServer
 
 from .pool_callers import CALLERS, gather_sync, started_sync

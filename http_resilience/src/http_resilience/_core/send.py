@@ -287,7 +287,6 @@ def marked_by(request: httpx.Request, owner: object) -> bool:
     return mark is not None and mark == owner
 
 
-
 _UNREAD: Final = object()
 _CONTENT: Final = "_content"
 
