@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncGenerator, Awaitable, Callable, Generator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
@@ -62,7 +62,7 @@ def gather_sync(client: httpx.Client, url: str) -> Counter[str]:
 @asynccontextmanager
 async def started(
     client: httpx.AsyncClient, url: str
-) -> AsyncIterator[Callable[[], Awaitable[httpx.Response]]]:
+) -> AsyncGenerator[Callable[[], Awaitable[httpx.Response]]]:
     """A GET of `url` on the side, entered once its head is sent (so it holds a
     connection); gives what awaits its answer."""
     sent = asyncio.Event()
@@ -87,7 +87,7 @@ async def started(
 @contextmanager
 def started_sync(
     client: httpx.Client, url: str
-) -> Iterator[Callable[[], httpx.Response]]:
+) -> Generator[Callable[[], httpx.Response]]:
     """`started` on a side thread, which the exit waits for."""
     sent = threading.Event()
 
