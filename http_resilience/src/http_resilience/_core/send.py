@@ -70,7 +70,8 @@ class _Send(Generic[Transport]):
     then served again from memory: the response is as httpx's transports
     leave it (unread, open) for the client to read. Unbuffered, a body of an
     attempt whose pipeline owns time is watched for a stall (`WatchedBody`).
-    Each driver writes that out itself (a few lines): it runs on every attempt.
+    Each driver chooses in place (it runs on every attempt) and reads a
+    buffered body in its `_buffered`.
 
     Args:
         inner: The wrapped transport (async for `AsyncSend`, sync for `SyncSend`).
@@ -187,15 +188,20 @@ class AsyncSend(_Send[httpx.AsyncBaseTransport]):
             if seconds is not None:
                 response.stream = WatchedBody(response.stream, seconds, request)
             return response
-        body = BoundedBody(response.stream, self._buffer, request)
+        return await self._buffered(request, response, self._buffer)
+
+    async def _buffered(
+        self, request: httpx.Request, response: httpx.Response, limit: int
+    ) -> httpx.Response:
+        body = BoundedBody(response.stream, limit, request)
         try:
             raw = b"".join([chunk async for chunk in body])
             await body.aclose()
-            response.stream = httpx.ByteStream(raw)
         except BaseException:
             await close_quietly(response)
             await self._swept()
             raise
+        response.stream = httpx.ByteStream(raw)
         return response
 
     async def _swept(self) -> None:
@@ -229,15 +235,20 @@ class SyncSend(_Send[httpx.BaseTransport]):
             if seconds is not None:
                 response.stream = WatchedBody(response.stream, seconds, request)
             return response
-        body = BoundedBody(response.stream, self._buffer, request)
+        return self._buffered(request, response, self._buffer)
+
+    def _buffered(
+        self, request: httpx.Request, response: httpx.Response, limit: int
+    ) -> httpx.Response:
+        body = BoundedBody(response.stream, limit, request)
         try:
             raw = b"".join(body)
             body.close()
-            response.stream = httpx.ByteStream(raw)
         except BaseException:
             close_quietly_sync(response)
             self._swept()
             raise
+        response.stream = httpx.ByteStream(raw)
         return response
 
     def _swept(self) -> None:

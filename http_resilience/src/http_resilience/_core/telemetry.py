@@ -19,28 +19,22 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Final, Literal
 
 import httpx
 
+from http_resilience._core import events
 from http_resilience._core.correlation import (
     CORRELATION_EXTENSION,
     current_correlation_id,
 )
 from http_resilience._core.events import (
     OPEN,
-    AttemptEvent,
-    BreakerEvent,
     BreakerState,
-    HedgeEvent,
     HttpEvent,
     HttpEventListener,
-    NestedRetryEvent,
-    RejectionEvent,
     RejectionReason,
     RequestEvent,
-    RetryEvent,
-    TimeoutEvent,
 )
 
 __all__ = ["LOGGER", "Telemetry", "correlation_of"]
@@ -49,6 +43,37 @@ LOGGER = logging.getLogger("http_resilience")
 """Where the pipeline logs: retries and timeouts at WARNING, hedges at INFO, a
 breaker opening at WARNING and its other transitions at INFO, attempts and
 rejections at DEBUG."""
+
+
+_LINES: Final[dict[str, tuple[str, tuple[str, ...]]]] = {
+    "attempt": (
+        "attempt %d ended with %s after %.3f s",
+        ("resilience_attempt", "resilience_reason", "resilience_duration_s"),
+    ),
+    "retry": (
+        "attempt %d failed with %s; retrying in %.3f s",
+        ("resilience_attempt", "resilience_reason", "resilience_delay_s"),
+    ),
+    "hedge": (
+        "sending hedged attempt %d after %.3f s (%s)",
+        ("resilience_attempt", "resilience_delay_s", "resilience_reason"),
+    ),
+    "breaker": (
+        "circuit breaker %s -> %s",
+        ("resilience_previous_state", "resilience_state"),
+    ),
+    "nested_retry": (
+        "failed while the caller retries (its attempt %d); %s",
+        ("resilience_attempt", "resilience_reason"),
+    ),
+    "rejection": ("refused, %s", ("resilience_reason",)),
+    "timeout": (
+        "%s timeout after %.3f s",
+        ("resilience_reason", "resilience_duration_s"),
+    ),
+}
+"""Each event's log line (after the call's name) and the attributes its
+arguments become, in their order."""
 
 
 class Telemetry:
@@ -78,20 +103,12 @@ class Telemetry:
         self, method: str, host: str, attempt: int, outcome: str, duration: float
     ) -> None:
         """One physical attempt ended with `outcome` after `duration` seconds."""
-        self._log(
-            logging.DEBUG,
-            "attempt",
-            method,
-            host,
-            "attempt %d ended with %s after %.3f s",
-            (attempt, outcome, duration),
-            resilience_attempt=attempt,
-            resilience_reason=outcome,
-            resilience_duration_s=duration,
-        )
+        self._log(logging.DEBUG, "attempt", method, host, (attempt, outcome, duration))
         if self.listeners:
             self._emit(
-                AttemptEvent(self.client, method, host, attempt, outcome, duration)
+                events.AttemptEvent(
+                    self.client, method, host, attempt, outcome, duration
+                )
             )
 
     def retry(
@@ -107,111 +124,63 @@ class Telemetry:
 
         `correlation`: the id the call carries, if known (`correlation_of`).
         """
-        self._log(
-            logging.WARNING,
-            "retry",
-            method,
-            host,
-            "attempt %d failed with %s; retrying in %.3f s",
-            (attempt, reason, delay),
-            correlation,
-            resilience_attempt=attempt,
-            resilience_delay_s=delay,
-            resilience_reason=reason,
-        )
+        args = (attempt, reason, delay)
+        self._log(logging.WARNING, "retry", method, host, args, correlation)
         if self.listeners:
-            self._emit(RetryEvent(self.client, method, host, attempt, delay, reason))
+            self._emit(
+                events.RetryEvent(self.client, method, host, attempt, delay, reason)
+            )
 
     def hedge(
         self, method: str, host: str, attempt: int, after: float, reason: str
     ) -> None:
         """Hedged attempt `attempt` is sent `after` seconds into the call."""
-        self._log(
-            logging.INFO,
-            "hedge",
-            method,
-            host,
-            "sending hedged attempt %d after %.3f s (%s)",
-            (attempt, after, reason),
-            resilience_attempt=attempt,
-            resilience_delay_s=after,
-            resilience_reason=reason,
-        )
+        self._log(logging.INFO, "hedge", method, host, (attempt, after, reason))
         if self.listeners:
-            self._emit(HedgeEvent(self.client, method, host, attempt, after, reason))
+            self._emit(
+                events.HedgeEvent(self.client, method, host, attempt, after, reason)
+            )
 
     def breaker(self, host: str, previous: BreakerState, current: BreakerState) -> None:
         """The breaker of `host` went from `previous` to `current`."""
-        self._log(
-            logging.WARNING if current == OPEN else logging.INFO,
-            "breaker",
-            None,
-            host,
-            "circuit breaker %s -> %s",
-            (previous, current),
-            resilience_state=current,
-            resilience_previous_state=previous,
-        )
+        level = logging.WARNING if current == OPEN else logging.INFO
+        self._log(level, "breaker", None, host, (previous, current))
         if self.listeners:
-            self._emit(BreakerEvent(self.client, host, previous, current))
+            self._emit(events.BreakerEvent(self.client, host, previous, current))
 
     def nested(
         self, method: str, host: str, caller_attempt: int, suppressed: bool
     ) -> None:
         """A call failed while its caller retries; `suppressed`: no retry here."""
+        told = "not retried here" if suppressed else "retried here as well"
         self._log(
             logging.INFO,
             "nested_retry",
             method,
             host,
-            "failed while the caller retries (its attempt %d); %s",
-            (
-                caller_attempt,
-                "not retried here" if suppressed else "retried here as well",
-            ),
-            resilience_attempt=caller_attempt,
-            resilience_reason="suppressed" if suppressed else "reported",
+            (caller_attempt, told),
+            values=(caller_attempt, "suppressed" if suppressed else "reported"),
         )
         if self.listeners:
             self._emit(
-                NestedRetryEvent(self.client, method, host, caller_attempt, suppressed)
+                events.NestedRetryEvent(
+                    self.client, method, host, caller_attempt, suppressed
+                )
             )
 
-    def rejection(
-        self,
-        method: str,
-        host: str,
-        reason: RejectionReason,
-    ) -> None:
+    def rejection(self, method: str, host: str, reason: RejectionReason) -> None:
         """A request was refused before sending."""
-        self._log(
-            logging.DEBUG,
-            "rejection",
-            method,
-            host,
-            "refused, %s",
-            (reason,),
-            resilience_reason=reason,
-        )
+        self._log(logging.DEBUG, "rejection", method, host, (reason,))
         if self.listeners:
-            self._emit(RejectionEvent(self.client, method, host, reason))
+            self._emit(events.RejectionEvent(self.client, method, host, reason))
 
     def timeout(
         self, method: str, host: str, kind: Literal["attempt", "total"], after: float
     ) -> None:
         """An attempt, or the whole call, ran out of time after `after` seconds."""
-        self._log(
-            logging.WARNING,
-            "timeout",
-            method,
-            host,
-            "%s timeout after %.3f s",
-            (kind, after),
-            resilience_reason=kind,
-            resilience_duration_s=after,
-        )
+        self._log(logging.WARNING, "timeout", method, host, (kind, after))
         if self.listeners:
-            self._emit(TimeoutEvent(self.client, method, host, kind, after))
+            self._emit(events.TimeoutEvent(self.client, method, host, kind, after))
 
     def request(self, event: RequestEvent) -> None:
         """A logical call ended; to listeners only (attempts are what is logged)."""
@@ -223,40 +192,35 @@ class Telemetry:
         event: str,
         method: str | None,
         host: str,
-        message: str,
         args: tuple[object, ...],
         correlation: str | None = None,
-        **fields: Any,
+        values: tuple[object, ...] | None = None,
     ) -> None:
-        """Log `message` after the call's ``METHOD host (client 'name'):``.
+        """Log `event`'s line (`_LINES`) after ``METHOD host (client 'name'):``.
 
-        Its attributes (``extra``) are built only when `level` is logged; see
-        the module's docstring.
+        `args` fill the line's placeholders and, unless `values` are given
+        instead, its attributes (``extra``) in `_LINES`' order; they are built
+        only when `level` is logged; see the module's docstring.
         """
         if not LOGGER.isEnabledFor(level):
             return
+        message, fields = _LINES[event]
         named: tuple[str, ...]
         if method is None:  # a breaker's line: per host, not per call
             message, named = f"%s (client %r): {message}", (host, self.client)
         else:
             message = f"%s %s (client %r): {message}"
             named = (method, host, self.client)
-        LOGGER.log(
-            level,
-            message,
-            *named,
-            *args,
-            extra={
-                "resilience_event": event,
-                "resilience_client": self.client,
-                "resilience_method": method,
-                "resilience_host": host,
-                "correlation_id": correlation or current_correlation_id(),
-                **fields,
-            },
-            # The record names the method that reports, as one logged by it.
-            stacklevel=2,
-        )
+        extra: dict[str, object] = {
+            "resilience_event": event,
+            "resilience_client": self.client,
+            "resilience_method": method,
+            "resilience_host": host,
+            "correlation_id": correlation or current_correlation_id(),
+        }
+        extra.update(zip(fields, args if values is None else values, strict=True))
+        # The record names the method that reports, as one logged by it.
+        LOGGER.log(level, message, *named, *args, extra=extra, stacklevel=2)
 
     def _emit(self, event: HttpEvent) -> None:
         for listener in self.listeners:

@@ -13,17 +13,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from http_resilience._core.events import (
-    AttemptEvent,
-    BreakerEvent,
-    HedgeEvent,
-    HttpEvent,
-    NestedRetryEvent,
-    RejectionEvent,
-    RequestEvent,
-    RetryEvent,
-    TimeoutEvent,
-)
+from http_resilience._core import events
 from http_resilience._core.observed import RequestEnd
 from http_resilience.otel._attributes import (
     INSTRUMENTATION,
@@ -53,7 +43,7 @@ class _CallSpan:
         self.current = current
         self.token = current.set(self)
 
-    def end(self, event: RequestEvent) -> None:
+    def end(self, event: events.RequestEvent) -> None:
         span = self.span
         outcome = event.outcome
         kind = outcome_class(outcome, rejected=event.rejected)
@@ -118,13 +108,13 @@ class HttpTracing:
         )
         return _CallSpan(span, client, self._current).end
 
-    def __call__(self, event: HttpEvent) -> None:
+    def __call__(self, event: events.HttpEvent) -> None:
         """Add an event of the current call to its span."""
         current = self._current.get()
         if current is None or event.client != current.client:
             return
         span = current.span
-        if isinstance(event, AttemptEvent):
+        if isinstance(event, events.AttemptEvent):
             current.attempts += 1
             span.add_event(
                 "http_resilience.attempt",
@@ -135,7 +125,7 @@ class HttpTracing:
                     "http_resilience.attempt.duration": event.duration,
                 },
             )
-        elif isinstance(event, RetryEvent):
+        elif isinstance(event, events.RetryEvent):
             span.add_event(
                 "http_resilience.retry",
                 {
@@ -144,7 +134,7 @@ class HttpTracing:
                     "http_resilience.retry.delay": event.delay,
                 },
             )
-        elif isinstance(event, HedgeEvent):
+        elif isinstance(event, events.HedgeEvent):
             span.add_event(
                 "http_resilience.hedge",
                 {
@@ -153,12 +143,12 @@ class HttpTracing:
                     "http_resilience.hedge.after": event.after,
                 },
             )
-        elif isinstance(event, RejectionEvent):
+        elif isinstance(event, events.RejectionEvent):
             span.add_event(
                 "http_resilience.rejection",
                 {"http_resilience.rejection.reason": event.reason},
             )
-        elif isinstance(event, TimeoutEvent):
+        elif isinstance(event, events.TimeoutEvent):
             span.add_event(
                 "http_resilience.timeout",
                 {
@@ -166,7 +156,7 @@ class HttpTracing:
                     "http_resilience.timeout.after": event.after,
                 },
             )
-        elif isinstance(event, BreakerEvent):
+        elif isinstance(event, events.BreakerEvent):
             span.add_event(
                 "http_resilience.breaker.transition",
                 {
@@ -174,7 +164,7 @@ class HttpTracing:
                     "http_resilience.breaker.state": event.current,
                 },
             )
-        elif isinstance(event, NestedRetryEvent):
+        elif isinstance(event, events.NestedRetryEvent):
             span.add_event(
                 "http_resilience.nested_retry",
                 {
