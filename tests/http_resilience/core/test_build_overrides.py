@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 import pytest
 
 from http_resilience import BreakerOptions, RetryOptions
 from http_resilience._core.builder import (
     BuildContext,
-    Placement,
     StepBuilder,
     StepOptions,
     build_async,
@@ -48,31 +49,23 @@ class TaggedSync:
 
 
 class Builder:
-    """A `StepBuilder` that builds the first `take` steps it is asked for."""
+    """Makes a `StepBuilder` whose strategy takes the first `take` steps asked."""
 
     def __init__(self, take: int = 1) -> None:
         self.take = take
-        self.asked: list[StepOptions] = []
+        self.asked: list[BreakerOptions] = []
 
-    def build_async(
-        self,
-        step: StepOptions,
-        next: AsyncHandler,
-        context: BuildContext,
-        place: Placement,
-    ) -> AsyncHandler | None:
+    def strategy(self, step: BreakerOptions, context: BuildContext) -> str | None:
         self.asked.append(step)
-        return TaggedAsync(next) if len(self.asked) <= self.take else None
+        return "taken" if len(self.asked) <= self.take else None
 
-    def build_sync(
-        self,
-        step: StepOptions,
-        next: SyncHandler,
-        context: BuildContext,
-        place: Placement,
-    ) -> SyncHandler | None:
-        self.asked.append(step)
-        return TaggedSync(next) if len(self.asked) <= self.take else None
+    def step_builder(self) -> StepBuilder[BreakerOptions, str]:
+        return StepBuilder(
+            BreakerOptions,
+            self.strategy,
+            lambda next, strategy: TaggedAsync(next),
+            lambda next, strategy: TaggedSync(next),
+        )
 
 
 class MyBreakerOptions(BreakerOptions):
@@ -83,7 +76,10 @@ def ok(request: httpx.Request) -> httpx.Response:
     return httpx.Response(200)
 
 
-def context(overrides: dict[type[StepOptions], StepBuilder]) -> BuildContext:
+def context(builder: Builder) -> BuildContext:
+    overrides: dict[type[StepOptions], StepBuilder[Any, Any]] = {
+        BreakerOptions: builder.step_builder()
+    }
     return BuildContext(FakeClock(), Telemetry("orders"), overrides=overrides)
 
 
@@ -108,7 +104,7 @@ def test_a_registered_kind_is_built_by_its_builder_the_others_by_themselves() ->
     built = build_sync(
         [RetryOptions(), BreakerOptions()],
         SyncSend(httpx.MockTransport(ok)),
-        context({BreakerOptions: builder}),
+        context(builder),
     )
     assert [type(strategy) for strategy in built.strategies] == [SyncRetry, TaggedSync]
     assert [type(step) for step in builder.asked] == [BreakerOptions]
@@ -121,7 +117,7 @@ def test_a_builder_that_declines_leaves_the_step_to_its_own_options() -> None:
     built = build_sync(
         [BreakerOptions(), BreakerOptions()],
         SyncSend(httpx.MockTransport(ok)),
-        context({BreakerOptions: builder}),
+        context(builder),
     )
     # Built innermost first: the inner step is the one the builder took.
     assert [type(strategy) for strategy in built.strategies] == [
@@ -136,7 +132,7 @@ def test_a_subclass_of_a_registered_kind_is_found_through_its_bases() -> None:
     built = build_sync(
         [MyBreakerOptions()],
         SyncSend(httpx.MockTransport(ok)),
-        context({BreakerOptions: builder}),
+        context(builder),
     )
     assert [type(strategy) for strategy in built.strategies] == [TaggedSync]
 
@@ -147,7 +143,7 @@ async def test_the_async_chain_asks_the_same_table() -> None:
     built = build_async(
         [RetryOptions(), BreakerOptions(), BreakerOptions()],
         AsyncSend(httpx.MockTransport(ok)),
-        context({BreakerOptions: builder}),
+        context(builder),
     )
     assert [type(strategy) for strategy in built.strategies] == [
         AsyncRetry,

@@ -37,6 +37,7 @@ import random as _random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import (
+    Any,
     ClassVar,
     Generic,
     Protocol,
@@ -66,6 +67,8 @@ __all__ = [
 
 T = TypeVar("T")
 H = TypeVar("H", AsyncHandler, SyncHandler)
+S = TypeVar("S")
+Step = TypeVar("Step", bound="StepOptions")
 
 
 @dataclass(slots=True)
@@ -84,8 +87,8 @@ class BuildContext:
     clock: Clock
     telemetry: Telemetry
     random: Callable[[], float] = _random.random
-    overrides: Mapping[type[StepOptions], StepBuilder] = field(
-        default_factory=dict["type[StepOptions]", "StepBuilder"]
+    overrides: Mapping[type[StepOptions], StepBuilder[Any, Any]] = field(
+        default_factory=dict["type[StepOptions]", "StepBuilder[Any, Any]"]
     )
     _once: dict[object, object] = field(default_factory=dict[object, object])
 
@@ -158,32 +161,28 @@ class SyncStepOptions(StepOptions, Protocol):
         ...
 
 
-class StepBuilder(Protocol):
+@dataclass(frozen=True, slots=True)
+class StepBuilder(Generic[Step, S]):
     """Builds the steps of one kind in a context's place (`BuildContext.overrides`).
 
-    Each method answers the strategy for `step`, or None to leave it to the
-    step's own options (a second step of the same kind, say).
+    Attributes:
+        kind: The options class whose steps it builds (a subclass's too).
+        strategy: The strategy for a step of `kind`; None leaves the step to
+            its own options (a second step of the same kind, say).
+        make_async: The async driver of that strategy, around what it wraps.
+        make_sync: The sync driver of that strategy.
     """
 
-    def build_async(
-        self,
-        step: StepOptions,
-        next: AsyncHandler,
-        context: BuildContext,
-        place: Placement,
-    ) -> AsyncHandler | None:
-        """The strategy for `step` in an async chain, around `next`; or None."""
-        ...
+    kind: type[Step]
+    strategy: Callable[[Step, BuildContext], S | None]
+    make_async: Callable[[AsyncHandler, S], AsyncHandler]
+    make_sync: Callable[[SyncHandler, S], SyncHandler]
 
-    def build_sync(
-        self,
-        step: StepOptions,
-        next: SyncHandler,
-        context: BuildContext,
-        place: Placement,
-    ) -> SyncHandler | None:
-        """The strategy for `step` in a sync chain, around `next`; or None."""
-        ...
+    def strategy_for(self, step: StepOptions, context: BuildContext) -> S | None:
+        """`step`'s strategy, or None: another kind, or declined."""
+        if not isinstance(step, self.kind):
+            return None
+        return self.strategy(step, context)
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,7 +241,7 @@ def build_async(
         send,
         context,
         lambda step: step.build_async,
-        lambda override: override.build_async,
+        lambda override: override.make_async,
     )
 
 
@@ -260,7 +259,7 @@ def build_sync(
         send,
         context,
         _own_sync,
-        lambda override: override.build_sync,
+        lambda override: override.make_sync,
     )
 
 
@@ -272,7 +271,7 @@ def _own_sync(
     return step.build_sync
 
 
-def _override(context: BuildContext, step: StepOptions) -> StepBuilder | None:
+def _override(context: BuildContext, step: StepOptions) -> StepBuilder[Any, Any] | None:
     """The `StepBuilder` registered for `step`'s class or the nearest base."""
     overrides = context.overrides
     if overrides:
@@ -288,27 +287,25 @@ def _build(
     send: H,
     context: BuildContext,
     own: Callable[[StepOptions], Callable[[H, BuildContext, Placement], H]],
-    overridden: Callable[
-        [StepBuilder], Callable[[StepOptions, H, BuildContext, Placement], H | None]
-    ],
+    drive: Callable[[StepBuilder[Any, Any]], Callable[[H, Any], H]],
 ) -> BuiltPipeline[H]:
     """The chain of `steps` around `send`, innermost built first.
 
-    Each step is built by the `StepBuilder` registered for its kind, unless
-    there is none or it declines; then by its `own` build (asked first, so
-    that a step that cannot build in this colour is refused either way).
+    Each step is built by the `StepBuilder` registered for its kind (its
+    strategy, in its `drive`r), unless there is none or it declines; then by
+    its `own` build (asked first, so that a step that cannot build in this
+    colour is refused either way).
     """
     handler = send
     built: list[object] = []
     for step, place in reversed([*zip(steps, placements(steps), strict=True)]):
         build = own(step)
         override = _override(context, step)
-        wrapped = (
-            None
-            if override is None
-            else overridden(override)(step, handler, context, place)
-        )
-        handler = build(handler, context, place) if wrapped is None else wrapped
+        strategy = None if override is None else override.strategy_for(step, context)
+        if override is None or strategy is None:
+            handler = build(handler, context, place)
+        else:
+            handler = drive(override)(handler, strategy)
         built.append(handler)
     built.reverse()
     checks = [step.will_repeat for step in steps if step.repeats]
