@@ -184,10 +184,7 @@ class AsyncSend(_Send[httpx.AsyncBaseTransport]):
             await close_quietly(response)
             raise _bad_status(request, response.status_code)
         if self._buffer is None:
-            seconds = call.phase_timeout
-            if seconds is not None:
-                response.stream = WatchedBody(response.stream, seconds, request)
-            return response
+            return _watched(request, response, call)
         return await self._buffered(request, response, self._buffer)
 
     async def _buffered(
@@ -231,10 +228,7 @@ class SyncSend(_Send[httpx.BaseTransport]):
             close_quietly_sync(response)
             raise _bad_status(request, response.status_code)
         if self._buffer is None:
-            seconds = call.phase_timeout
-            if seconds is not None:
-                response.stream = WatchedBody(response.stream, seconds, request)
-            return response
+            return _watched(request, response, call)
         return self._buffered(request, response, self._buffer)
 
     def _buffered(
@@ -257,6 +251,16 @@ class SyncSend(_Send[httpx.BaseTransport]):
 
 
 _STATUS_RANGE: Final = (100, 599)
+
+
+def _watched(
+    request: httpx.Request, response: httpx.Response, call: Call
+) -> httpx.Response:
+    """`response`, its body watched for a stall if the attempt has a phase timeout."""
+    seconds = call.phase_timeout
+    if seconds is not None:
+        response.stream = WatchedBody(response.stream, seconds, request)
+    return response
 
 
 def _bad_status(request: httpx.Request, status_code: int) -> InvalidStatusError:
