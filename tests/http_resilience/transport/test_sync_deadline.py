@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
+from httpcore import NetworkBackend, NetworkStream
 
 from http_resilience import HttpResilienceOptions, ResilientTransport
 from http_resilience._core.clock import ATTEMPT_DEADLINE, real_time
@@ -32,7 +33,7 @@ def options(**values: Any) -> HttpResilienceOptions:
     return HttpResilienceOptions.model_validate(values)
 
 
-class RecordingStream:
+class RecordingStream(NetworkStream):
     """A network stream that records each operation's timeout."""
 
     def __init__(self) -> None:
@@ -64,7 +65,7 @@ class RecordingStream:
         return f"info {info}"
 
 
-class RecordingBackend:
+class RecordingBackend(NetworkBackend):
     """A network backend that records each connection's timeout."""
 
     def __init__(self) -> None:

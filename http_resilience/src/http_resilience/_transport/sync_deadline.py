@@ -23,11 +23,16 @@ left alone; its attempts are bounded by the phase timeouts alone.
 
 from __future__ import annotations
 
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final
 
 import httpx
 
 from http_resilience._core.clock import ATTEMPT_DEADLINE, real_time
+
+if TYPE_CHECKING:
+    # httpcore's base classes, to type checkers only: httpx brings httpcore,
+    # but this package declares httpx alone, so it never imports httpcore.
+    from httpcore import NetworkBackend, NetworkStream
 
 __all__ = ["WRITE_PIECE", "DeadlineBackend", "DeadlineStream", "hold_deadlines"]
 
@@ -51,60 +56,6 @@ def _left(timeout: float | None, error: type[Exception]) -> float | None:
     """
     when = ATTEMPT_DEADLINE.due()
     return timeout if when is None else _bounded(when, timeout, error)
-
-
-class NetworkStream(Protocol):
-    """What httpcore's sync network streams offer (``httpcore.NetworkStream``)."""
-
-    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        """Read up to `max_bytes`."""
-        ...
-
-    def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        """Write all of `buffer`."""
-        ...
-
-    def close(self) -> None:
-        """Close the stream."""
-        ...
-
-    def start_tls(
-        self,
-        ssl_context: Any,
-        server_hostname: str | None = None,
-        timeout: float | None = None,
-    ) -> NetworkStream:
-        """Upgrade to TLS; the TLS stream."""
-        ...
-
-    def get_extra_info(self, info: str) -> Any:
-        """The socket, the SSL object, and so on."""
-        ...
-
-
-class NetworkBackend(Protocol):
-    """What httpcore's sync network backends offer (``httpcore.NetworkBackend``)."""
-
-    def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Any = None,
-    ) -> NetworkStream:
-        """Open a TCP connection."""
-        ...
-
-    def connect_unix_socket(
-        self, path: str, timeout: float | None = None, socket_options: Any = None
-    ) -> NetworkStream:
-        """Open a Unix socket connection."""
-        ...
-
-    def sleep(self, seconds: float) -> None:
-        """Wait between connection attempts."""
-        ...
 
 
 class DeadlineStream:
