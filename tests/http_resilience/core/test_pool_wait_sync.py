@@ -91,13 +91,14 @@ def test_twenty_callers_on_a_pool_of_two_all_get_their_answer(
 
 
 # --- a queue longer than the total timeout: refused here, never sent ------------
-# 20 answers of 0.5 s on 2 connections take 5 s, each caller has 1.5 s: most
-# are still queued when their wait runs out. One that got a connection too late
-# to be answered in time ends in the total timeout, which is no evidence either.
+# 20 answers of 0.5 s on 1 connection take 10 s, each caller has 3 s: most are
+# still queued when their wait runs out. One that got a connection too late to
+# be answered in time ends in the total timeout, which is no evidence either.
+# The attempt timeout leaves a slow machine 1.5 s beyond each answer's 0.5 s.
 
 SHORT_TOTAL: dict[str, Any] = {
-    "attempt_timeout": 1.0,
-    "total_request_timeout": 1.5,
+    "attempt_timeout": 2.0,
+    "total_request_timeout": 3.0,
     **TOUCHY,
 }
 
@@ -120,7 +121,7 @@ def test_a_queue_past_the_total_timeout_is_refused_locally(
 ) -> None:
     events = EventRecorder[HttpEvent]()
     transport = ResilientTransport(
-        httpx.HTTPTransport(limits=TWO),
+        httpx.HTTPTransport(limits=ONE),
         options=options(**SHORT_TOTAL),
         name="inventory",
         listeners=[events],
