@@ -8,6 +8,7 @@ UV := $(TOOLS)/bin/uv
 VENV := .venv
 BIN := $(VENV)/bin
 BENCH_VENV := .venv-bench
+DEMO_VENV := .venv-demo
 MEMBERS := mediator/pyproject.toml mediator_resilience/pyproject.toml http_resilience/pyproject.toml
 
 export UV_PYTHON_DOWNLOADS := never
@@ -25,11 +26,23 @@ $(VENV)/.synced: $(UV) pyproject.toml $(MEMBERS)
 
 venv: $(VENV)/.synced
 
-demo: venv
-	$(BIN)/python samples/quickstart/main.py
-	$(BIN)/python samples/stream_retry/main.py
-	$(BIN)/python samples/http_client/main.py
-	$(BIN)/python samples/webapi/demo.py
+# The demo runs on the runtime set alone (pyproject's `demo` group), in its own
+# environment: a fresh clone's first line of the demo waits for that, not for the
+# type checkers and test tools of .venv/.
+$(DEMO_VENV)/.synced: $(UV) pyproject.toml $(MEMBERS)
+	@echo "make demo: installing what the samples run on (the demo group) into $(DEMO_VENV)/"
+	UV_PROJECT_ENVIRONMENT=$(DEMO_VENV) $(UV) sync --all-packages --no-default-groups --group demo --python $(PYTHON)
+	touch $@
+
+demo: $(DEMO_VENV)/.synced
+	@echo "make demo: the mediator quickstart"
+	$(DEMO_VENV)/bin/python samples/quickstart/main.py
+	@echo "make demo: retry for a stream that breaks half-way"
+	$(DEMO_VENV)/bin/python samples/stream_retry/main.py
+	@echo "make demo: a resilient HTTP client"
+	$(DEMO_VENV)/bin/python samples/http_client/main.py
+	@echo "make demo: two web services, an outage, and the plot"
+	$(DEMO_VENV)/bin/python samples/webapi/demo.py
 
 test: venv
 	$(BIN)/python -m pytest --cov --cov-report=term -m "not chaos" $(PYTEST_ARGS)
@@ -92,4 +105,4 @@ docs: venv
 	$(BIN)/mkdocs build --strict --site-dir site
 
 clean:
-	rm -rf $(VENV) $(BENCH_VENV) $(MUTATION_VENV) $(TOOLS) build/mutation mutants site .pytest_cache .mypy_cache .ruff_cache .coverage
+	rm -rf $(VENV) $(BENCH_VENV) $(DEMO_VENV) $(MUTATION_VENV) $(TOOLS) build/mutation mutants site .pytest_cache .mypy_cache .ruff_cache .coverage

@@ -184,11 +184,16 @@ def test_no_distribution_takes_or_requires_a_foreign_name() -> None:
             for req in every
             if canonicalize_name(req.name) in FOREIGN_NAMES
         ]
-    dev: list[str] = root_pyproject()["dependency-groups"]["dev"]
+    groups: dict[str, list[str | dict[str, str]]] = root_pyproject()[
+        "dependency-groups"
+    ]
     problems += [
-        f"the root's dev group asks for {text}"
-        for text in dev
-        if canonicalize_name(Requirement(text).name) in FOREIGN_NAMES
+        f"the root's {group} group asks for {text}"
+        for group, entries in groups.items()
+        for text in entries
+        # An entry that is a table includes another group, checked on its own.
+        if isinstance(text, str)
+        and canonicalize_name(Requirement(text).name) in FOREIGN_NAMES
     ]
     assert not problems, (
         f"{sorted(FOREIGN_NAMES)} belong to unrelated projects on the public index, "
