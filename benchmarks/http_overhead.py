@@ -5,18 +5,22 @@ Run by `make bench`. The script starts a small ASGI app under uvicorn on
 and measures in one run, side by side:
 
 1. Per-request time, async and sync: bare httpx; httpx-retries'
-   `RetryTransport`; tenacity's `@retry` around the call; ours, the standard
-   pipeline with its defaults (the "ours" rows). On loopback, ours is built by
-   `http_resilience.create_async_client` / `create_client`; in process, where
-   `httpx.MockTransport` answers and no socket is touched, by wrapping the mock
-   in `AsyncResilientTransport` / `ResilientTransport`. Every row is one
+   `RetryTransport`; tenacity's `@retry` around the call; the stacked peers,
+   what a user builds from the best single-purpose peers for the standard
+   pipeline's five strategies (see `stacked_async` and `stacked_sync`); ours,
+   the standard pipeline with its defaults (the "ours" rows). On loopback, ours
+   is built by `http_resilience.create_async_client` / `create_client`; in
+   process, where `httpx.MockTransport` answers and no socket is touched, by
+   wrapping the mock in `AsyncResilientTransport` / `ResilientTransport`, and
+   the stacked peers wrap the same mock. Every row is one
    long-lived client sending sequential GETs to a 200; the figure is us per
    request, best of `REPEATS` runs taken round-robin over the rows, and the
    difference from bare httpx of the same kind. A second bare client, measured
    like the others, shows how far two identical rows land apart on loopback:
-   a difference below that is noise. Budget (DESIGN section 8): in process, the
-   standard pipeline's overhead over bare <= 2.5x httpx-retries' overhead, the
-   ratio printed under the table for async and sync.
+   a difference below that is noise. Budgets, in process, async and sync, the
+   ratios printed under each table: the standard pipeline's overhead over bare
+   <= 0.6x the stacked peers' overhead (issue 27), and <= 2.5x httpx-retries'
+   overhead (DESIGN section 8).
 2. Physical requests per logical call against an endpoint that always answers
    503, counted by the server: ours (defaults but a 1 ms base delay, so the
    table costs no time), httpx-retries with its defaults (no backoff), stamina
@@ -46,6 +50,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import importlib.util
 import logging
 import platform
 import socket
@@ -75,6 +80,13 @@ REPEATS = 7
 WARM_UP = 200
 LOGICAL_CALLS = 3
 BUDGET_OVERHEAD_RATIO = 2.5  # ours over bare / httpx-retries over bare
+BUDGET_STACK_RATIO = 0.6  # ours over bare / the stacked peers over bare
+# The stacked peers, set as the standard pipeline's defaults are.
+STACK_CONCURRENCY = 1_000
+STACK_TOTAL_TIMEOUT_S = 30.0
+STACK_ATTEMPT_TIMEOUT_S = 10.0
+STACK_RETRIES = 3
+STACK_BREAK_S = 5
 BUDGET_CORRELATION_US = 2.0
 BUDGET_BREAKER_US = 0.5
 BUDGET_RETRY_BUDGET_US = 1.0
@@ -92,6 +104,7 @@ BUDGET_AMPLIFICATION = 4.0
 SERVER_LIFETIME_S = 300
 SERVE_FLAG = "--serve"
 MOCK_URL = "http://bench.invalid/ok"
+STACK_LABEL = "stacked single-purpose peers"
 
 Message = dict[str, Any]
 AsyncCall = Callable[[], Awaitable[httpx.Response]]
@@ -243,6 +256,131 @@ def tenacity_sync(client: httpx.Client, url: str) -> SyncCall:
     return get
 
 
+# --- the stacked peers ----------------------------------------------------------
+
+
+def stack_missing() -> str:
+    """Why the stacked peers' rows are skipped, or "" when they run."""
+    if importlib.util.find_spec("circuitbreaker") is None:
+        return "skipped: circuitbreaker is not installed"
+    return ""
+
+
+def host_breaker(host: str, send: Any) -> Any:
+    """`send` behind a `circuitbreaker` breaker of its own for `host`.
+
+    Decorated as circuitbreaker's README shows, counting what it advises:
+    transport errors and timeouts (the attempt timeout raises one), not 5xx
+    answers, which it sees only as exceptions. Consecutive failures (5 by
+    default) open it; ours counts a failure ratio over a window, 5xx included.
+    """
+    from circuitbreaker import CircuitBreaker
+
+    breaker = CircuitBreaker(
+        recovery_timeout=STACK_BREAK_S,
+        expected_exception=httpx.TransportError,
+        name=f"bench {host}",
+    )
+    return breaker(send)
+
+
+def stack_retry(attempts: httpx.AsyncBaseTransport | httpx.BaseTransport) -> Any:
+    """httpx-retries around the attempts, with our retry defaults."""
+    from httpx_retries import Retry, RetryTransport
+
+    # 3 retries, 2 s, 4 s, 8 s (with jitter), at most 30 s: our defaults.
+    retry = Retry(total=STACK_RETRIES, backoff_factor=1.0, max_backoff_wait=30.0)
+    return RetryTransport(transport=attempts, retry=retry)
+
+
+class AsyncStackAttempt(httpx.AsyncBaseTransport):
+    """One attempt of the async stack: the host's breaker, the attempt timeout."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self.inner = inner
+        self.sends: dict[str, Callable[[httpx.Request], Awaitable[httpx.Response]]]
+        self.sends = {}
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        host = request.url.host
+        send = self.sends.get(host)
+        if send is None:
+            send = self.sends[host] = host_breaker(host, self.attempt)
+        return await send(request)
+
+    async def attempt(self, request: httpx.Request) -> httpx.Response:
+        try:
+            async with asyncio.timeout(STACK_ATTEMPT_TIMEOUT_S):
+                return await self.inner.handle_async_request(request)
+        except TimeoutError as error:
+            # httpx-retries retries httpx's timeouts, not asyncio's.
+            raise httpx.TimeoutException(
+                "attempt timed out", request=request
+            ) from error
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+class SyncStackAttempt(httpx.BaseTransport):
+    """One attempt of the sync stack: the host's breaker."""
+
+    def __init__(self, inner: httpx.BaseTransport) -> None:
+        self.inner = inner
+        self.sends: dict[str, Callable[[httpx.Request], httpx.Response]] = {}
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        host = request.url.host
+        send = self.sends.get(host)
+        if send is None:
+            send = self.sends[host] = host_breaker(host, self.inner.handle_request)
+        return send(request)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def stacked_async(client: httpx.AsyncClient, url: str) -> AsyncCall:
+    """The best single-purpose peers for the standard pipeline's five strategies.
+
+    Outermost first, as ours orders them: `asyncio.Semaphore` as the
+    concurrency limiter and `asyncio.timeout` for the total, around the call;
+    httpx-retries' `RetryTransport` for the retry, as the client's transport;
+    inside it, per attempt, a `circuitbreaker` breaker per host and
+    `asyncio.timeout` for the attempt (`AsyncStackAttempt`). Each is set as
+    our defaults are (`STACK_*`), and composed as its docs show.
+    """
+    limiter = asyncio.Semaphore(STACK_CONCURRENCY)
+
+    async def get() -> httpx.Response:
+        async with limiter, asyncio.timeout(STACK_TOTAL_TIMEOUT_S):
+            return await client.get(url)
+
+    return get
+
+
+def stacked_sync(client: httpx.Client, url: str) -> SyncCall:
+    """The sync twin of `stacked_async`, with what a sync user has for time.
+
+    `threading.BoundedSemaphore` is the limiter; httpx-retries and a
+    `circuitbreaker` breaker per host as in the async stack
+    (`SyncStackAttempt`). There is no sync `asyncio.timeout`, so the timeouts
+    are httpx's own config, `httpx.Timeout(STACK_ATTEMPT_TIMEOUT_S)` on the
+    client: a limit on each phase of each attempt (connect, write, read, pool),
+    not a deadline, and no total at all (httpx-retries' `total_timeout` bounds
+    only its sleeps). In process it costs nothing: `MockTransport` never reads
+    it. So the sync stack does less than ours for its time, and less than the
+    async stack.
+    """
+    limiter = threading.BoundedSemaphore(STACK_CONCURRENCY)
+
+    def get() -> httpx.Response:
+        with limiter:
+            return client.get(url)
+
+    return get
+
+
 @dataclass
 class Row:
     label: str
@@ -285,6 +423,12 @@ async def async_rows(
         AsyncRow("httpx-retries RetryTransport", call=lambda: peer.get(url)),
         AsyncRow("tenacity @retry around the call", call=tenacity_async(bare, url)),
     ]
+    if missing := stack_missing():
+        rows.append(AsyncRow(STACK_LABEL, note=missing))
+    else:
+        attempts = AsyncStackAttempt(inner or httpx.AsyncHTTPTransport())
+        stacked = await client(stack_retry(attempts))
+        rows.append(AsyncRow(STACK_LABEL, call=stacked_async(stacked, url)))
     if loopback:
         again = await client()
         rows.insert(1, AsyncRow("bare, a second client", call=lambda: again.get(url)))
@@ -314,6 +458,16 @@ def sync_rows(
         SyncRow("httpx-retries RetryTransport", call=lambda: peer.get(url)),
         SyncRow("tenacity @retry around the call", call=tenacity_sync(bare, url)),
     ]
+    if missing := stack_missing():
+        rows.append(SyncRow(STACK_LABEL, note=missing))
+    else:
+        attempts = SyncStackAttempt(inner or httpx.HTTPTransport())
+        stacked = stack.enter_context(
+            httpx.Client(
+                transport=stack_retry(attempts), timeout=STACK_ATTEMPT_TIMEOUT_S
+            )
+        )
+        rows.append(SyncRow(STACK_LABEL, call=stacked_sync(stacked, url)))
     if loopback:
         again = client()
         rows.insert(1, SyncRow("bare, a second client", call=lambda: again.get(url)))
@@ -384,20 +538,21 @@ def report_time(sections: list[Section]) -> None:
 
 
 def report_ratio(section: Section) -> None:
-    """Ours' overhead over httpx-retries' overhead, in one section."""
+    """Ours' overhead over the stacked peers', then over httpx-retries'."""
     bare = section.rows[0]
-    peer = next(row for row in section.rows if row.label.startswith("httpx-retries"))
     mine = next(row for row in section.rows if row.label.startswith("ours"))
-    label = "  RATIO ours overhead / httpx-retries overhead"
-    if mine.note or peer.us <= bare.us:
-        print(f"{label:<46} {'n/a':>8}")
-        return
-    ratio = (mine.us - bare.us) / (peer.us - bare.us)
-    verdict = "within" if ratio <= BUDGET_OVERHEAD_RATIO else "OVER"
-    print(
-        f"{label:<46} {ratio:>7.1f}x {'':>10} "
-        f"{f'<={BUDGET_OVERHEAD_RATIO}x':>8}  {verdict}"
-    )
+    for peer_label, name, budget in (
+        (STACK_LABEL, "stacked peers", BUDGET_STACK_RATIO),
+        ("httpx-retries RetryTransport", "httpx-retries", BUDGET_OVERHEAD_RATIO),
+    ):
+        peer = next(row for row in section.rows if row.label == peer_label)
+        label = f"  RATIO ours overhead / {name} overhead"
+        if mine.note or peer.note or peer.us <= bare.us:
+            print(f"{label:<46} {'n/a':>8}")
+            continue
+        ratio = (mine.us - bare.us) / (peer.us - bare.us)
+        verdict = "within" if ratio <= budget else "OVER"
+        print(f"{label:<46} {ratio:>7.2f}x {'':>10} {f'<={budget}x':>8}  {verdict}")
 
 
 # --- amplification -------------------------------------------------------------
