@@ -271,8 +271,9 @@ def host_breaker(host: str, send: Any) -> Any:
 
     Decorated as circuitbreaker's README shows, counting what it advises:
     transport errors and timeouts (the attempt timeout raises one), not 5xx
-    answers, which it sees only as exceptions. Consecutive failures (5 by
-    default) open it; ours counts a failure ratio over a window, 5xx included.
+    answers: it sees only exceptions, and an answer is not one. Consecutive
+    failures (5 by default) open it; ours counts a failure ratio over a
+    window, 5xx included.
     """
     from circuitbreaker import CircuitBreaker
 
