@@ -40,20 +40,26 @@ def _succeeded(status: int) -> bool:
 def open_spans(
     transitions: Sequence[tuple[float, str]], end: float
 ) -> list[tuple[float, float, str]]:
-    """``(start, end, state)`` of each span the breaker was not closed.
+    """``(start, end, state)`` of each span the breaker was not closed, in [0, `end`].
+
+    A transition outside the run (before its first order, or as the services
+    stop after its last) is cut to it: a span, and its label, stay inside the
+    plot.
 
     Example:
         >>> open_spans([(1.0, "open"), (2.0, "half_open"), (2.5, "closed")], 5)
         [(1.0, 2.0, 'open'), (2.0, 2.5, 'half_open')]
+        >>> open_spans([(-1.0, "open"), (2.0, "half_open"), (7.0, "closed")], 5)
+        [(0, 2.0, 'open'), (2.0, 5, 'half_open')]
         >>> open_spans([], 5)
         []
     """
     ends = [at for at, _ in transitions[1:]] + [end] if transitions else []
-    return [
-        (at, until, state)
+    spans = [
+        (max(at, 0), min(until, end), state)
         for (at, state), until in zip(transitions, ends, strict=True)
-        if state != "closed" and until > at
     ]
+    return [span for span in spans if span[2] != "closed" and span[1] > span[0]]
 
 
 def plot(
