@@ -44,8 +44,14 @@ demo: $(DEMO_VENV)/.synced
 	@echo "make demo: two web services, an outage, and the plot"
 	$(DEMO_VENV)/bin/python samples/webapi/demo.py
 
+# The tests run on TEST_WORKERS pytest-xdist workers (auto: one per core; 0: in
+# this process alone). Each worker starts its own loopback servers, PostgreSQL
+# cluster and redis-server (session fixtures); the closure tests share one
+# worker, so the wheels are built once (--dist loadgroup).
+TEST_WORKERS ?= auto
+
 test: venv
-	$(BIN)/python -m pytest --cov --cov-report=term -m "not chaos" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest --cov --cov-report=term -m "not chaos" -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # The chaos, load and fault scenarios (tests/chaos): loopback only, each bounded in
 # count and time, about a minute or two in all. CI runs them after `make test`.

@@ -1,3 +1,9 @@
+"""The closure tests' fixtures: uv, and the wheels built once a session.
+
+Under pytest-xdist every closure test runs on one worker (``--dist
+loadgroup``), so the wheels are built once, not once per worker.
+"""
+
 from __future__ import annotations
 
 import shutil
@@ -10,6 +16,14 @@ from tests.support.missing import missing
 
 from ._process import run
 from ._workspace import BY_DISTRIBUTION, MEMBER_IDS, REPO_ROOT, Built
+
+_HERE = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if _HERE in item.path.parents:
+            item.add_marker(pytest.mark.xdist_group("closure"))
 
 
 @pytest.fixture(scope="session")
