@@ -22,7 +22,13 @@ from mediator.sqlalchemy._first_write import (
 )
 from mediator.sqlalchemy._writer_gate import WriterGate, gate_for
 
-__all__ = ["IMMEDIATE", "READ_COMMITTED_STATEMENT", "begin_immediate", "prepare_sqlite"]
+__all__ = [
+    "IMMEDIATE",
+    "READ_COMMITTED_STATEMENT",
+    "begin_immediate",
+    "prepare_sqlite",
+    "take_gate_now",
+]
 
 IMMEDIATE = "mediator_sqlite_immediate"
 """Execution option to begin with ``BEGIN IMMEDIATE`` (the idempotency store's
@@ -30,9 +36,10 @@ own transactions). Its value is True, or a `RemainingTime` that bounds the
 wait for the write lock, as for a unit of work."""
 
 READ_COMMITTED_STATEMENT = "mediator_sqlite_statement_read"
-"""Execution option for a connection that only reads, one statement at a time:
-no ``BEGIN`` is sent, so each statement sees the last commit and takes no lock
-(the driver runs it in autocommit)."""
+"""Execution option for a connection that runs one statement at a time: no
+``BEGIN`` is sent, so each statement is its own transaction (the driver runs it
+in autocommit) and sees the last commit; a read takes no lock. A statement that
+writes takes the write lock for itself: see `take_gate_now`."""
 
 _CONFIGURED: Final = "mediator_sqlite_configured"
 _BUSY_TIMEOUT: Final = "mediator_sqlite_busy_timeout"  # the connection's own, ms
@@ -143,6 +150,39 @@ def begin_immediate(
     except BaseException:
         _leave(info)
         raise
+
+
+def take_gate_now(
+    info: dict[Any, Any], remaining_time: RemainingTime | None
+) -> Callable[[], None] | None:
+    """Take the database file's gate for one autocommit write, unless it is held.
+
+    `info` is the connection's (with `READ_COMMITTED_STATEMENT`, no
+    transaction open). With the gate, no writer of this process holds the
+    write lock, so the write waits only for one of another process, in
+    SQLite's busy handler, at most the connection's busy timeout.
+
+    Returns:
+        The release, to call once the statement ran; None when the gate is
+        held (a writer of this process is running), or the connection is not
+        configured yet, or its busy timeout is not its own (lowered for a
+        deadline), or the caller's deadline leaves less than the busy
+        timeout: such a write goes through `begin_immediate`, which bounds
+        its wait. None on a database without a file too: its connections
+        are shared through the pool, and one may be in a transaction.
+    """
+    if not info.get(_CONFIGURED):
+        return None
+    busy: int | None = info.get(_BUSY_NOW)
+    if busy != info.get(_BUSY_TIMEOUT):
+        return None  # lowered for a deadline: `begin_immediate` sets it back
+    left = None if remaining_time is None else remaining_time()
+    if left is not None and (busy is None or not left * 1000 >= busy):
+        return None
+    gate: WriterGate | None = info.get(_GATE)
+    if gate is None or not gate.acquire(timeout=0):
+        return None
+    return gate.release
 
 
 def _set_busy_timeout(connection: Connection, milliseconds: int | None) -> None:

@@ -25,7 +25,7 @@ from mediator.sqlalchemy._idempotency.table import (
     PENDING,
     idempotency_table,
 )
-from mediator.sqlalchemy._sqlite import IMMEDIATE
+from mediator.sqlalchemy._sqlite import IMMEDIATE, READ_COMMITTED_STATEMENT
 
 __all__ = [
     "ClaimCall",
@@ -41,6 +41,7 @@ __all__ = [
     "purge",
     "read_record",
     "release",
+    "statement_options",
     "take_over",
 ]
 
@@ -53,6 +54,11 @@ _DIALECTS: Final = ("sqlite", "postgresql")
 _OWN_OPTIONS: Final[dict[str, dict[str, Any]]] = {
     "sqlite": {IMMEDIATE: True},
     "postgresql": {"isolation_level": "READ COMMITTED"},
+}
+# A claim's first try: each statement on its own, committed as it runs.
+_STATEMENT_OPTIONS: Final[dict[str, dict[str, Any]]] = {
+    "sqlite": {READ_COMMITTED_STATEMENT: True},
+    "postgresql": {"isolation_level": "AUTOCOMMIT"},
 }
 _NO_OUTCOME: Final[dict[str, Any]] = {
     "outcome_kind": None,
@@ -71,6 +77,16 @@ def own_options(owner: str, dialect: str) -> dict[str, Any]:
     if dialect not in _DIALECTS:
         raise TypeError(f"{owner} works on SQLite and PostgreSQL, not {dialect}")
     return _OWN_OPTIONS[dialect]
+
+
+def statement_options(dialect: str) -> dict[str, Any]:
+    """The execution options of a connection in autocommit on `dialect`.
+
+    No transaction: each statement commits as it runs (and a read sees the
+    last commit), so a claim that inserts its record in one statement costs
+    that statement alone.
+    """
+    return _STATEMENT_OPTIONS[dialect]
 
 
 def claim_options(
@@ -164,26 +180,24 @@ def insert_claim(
     )
 
 
-def read_record(scope: str, key: str) -> Select[*tuple[Any, ...]]:
+def read_record(scope: str, key: str, *, lock: bool = True) -> Select[*tuple[Any, ...]]:
     """The record of (scope, key), locked on PostgreSQL (``FOR UPDATE``).
 
     SQLite has no row locks; there the claim's transaction holds the database's
-    write lock from its insert on.
+    write lock from its insert on. Without `lock`, a plain read (for a
+    connection in autocommit, where a row lock would end with the statement).
     """
-    return (
-        select(
-            _C.fingerprint,
-            _C.state,
-            _C.token,
-            _C.outcome_kind,
-            _C.outcome_type,
-            _C.outcome_payload,
-            _C.lease_expires_at,
-            _C.expires_at,
-        )
-        .where(_C.scope == scope, _C.key == key)
-        .with_for_update()
-    )
+    read = select(
+        _C.fingerprint,
+        _C.state,
+        _C.token,
+        _C.outcome_kind,
+        _C.outcome_type,
+        _C.outcome_payload,
+        _C.lease_expires_at,
+        _C.expires_at,
+    ).where(_C.scope == scope, _C.key == key)
+    return read.with_for_update() if lock else read
 
 
 def decide(

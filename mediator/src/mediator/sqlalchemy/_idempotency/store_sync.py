@@ -8,6 +8,7 @@ edit that one and run the script.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, Final
 
@@ -17,6 +18,7 @@ from sqlalchemy.orm import Session
 from mediator._behaviors.idempotency.store import Claim, StoredOutcome
 from mediator._core.errors import ConflictError, TransientDatabaseError
 from mediator.sqlalchemy._errors import translate_error
+from mediator.sqlalchemy._first_write import remaining_time_of
 from mediator.sqlalchemy._idempotency.sql import (
     ClaimCall,
     ClaimRecord,
@@ -30,10 +32,11 @@ from mediator.sqlalchemy._idempotency.sql import (
     purge,
     read_record,
     release,
+    statement_options,
     take_over,
 )
 from mediator.sqlalchemy._idempotency.table import check_kind, ensure_table
-from mediator.sqlalchemy._sqlite import READ_COMMITTED_STATEMENT
+from mediator.sqlalchemy._sqlite import IMMEDIATE, take_gate_now
 
 __all__ = ["SqlAlchemyIdempotencyStore"]
 
@@ -41,6 +44,10 @@ __all__ = ["SqlAlchemyIdempotencyStore"]
 # record can be deleted in between (a release, a purge): it inserts again. Each
 # further round needs another such delete.
 _CLAIM_ROUNDS: Final = 8
+
+
+def _no_gate() -> None:
+    return None
 
 
 class SqlAlchemyIdempotencyStore:
@@ -58,10 +65,16 @@ class SqlAlchemyIdempotencyStore:
     `ConfigurationError` naming the table and how to create it, not a
     driver's "no such table" at the first keyed request.
 
-    A claim is atomic: ``INSERT ... ON CONFLICT DO NOTHING``; when the key was
-    there, the record is read (``FOR UPDATE`` on PostgreSQL; on SQLite the
-    transaction holds the write lock from its start) and, when its lease
-    expired, taken over by a conditional ``UPDATE``. A record past its
+    A claim is atomic: ``INSERT ... ON CONFLICT DO NOTHING RETURNING``, in
+    autocommit, so a new key costs that one statement; when the key was
+    there, the committed record is read and answers (a mismatch, a replay,
+    in flight). Only a record to take over (its lease expired) takes a
+    transaction: read again ``FOR UPDATE`` on PostgreSQL (on SQLite the
+    transaction holds the write lock from its start) and taken over by a
+    conditional ``UPDATE``. On SQLite, while a writer of this process holds
+    the write lock (a unit of work runs its handler), the claim reads first,
+    without the lock, so that a duplicate is answered at once instead of
+    queueing behind it; the insert then waits for the lock. A record past its
     retention counts as absent, so what a claim answers does not depend on when
     `purge_expired` last ran. Database errors of the store's own transactions
     are classified like the unit of work's (`translate_error`): "database is
@@ -107,6 +120,8 @@ class SqlAlchemyIdempotencyStore:
         check_kind(f"{name}(session=...)", session, Session, optional=True)
         self._options = own_options(name, engine.dialect.name)
         self._claim_options = claim_options(self._options, session)
+        self._remaining_time = remaining_time_of(self._claim_options.get(IMMEDIATE))
+        self._statement_options = statement_options(engine.dialect.name)
         self._dialect = engine.dialect.name
         self._engine = engine
         self._session = session
@@ -140,15 +155,11 @@ class SqlAlchemyIdempotencyStore:
         call = ClaimCall(scope, key, fingerprint, now, lease, retention)
         try:
             ensure_table(self._engine)
-            if self._dialect == "sqlite":
-                # Read first, without the write lock: a unit of work holds it
-                # for as long as its handler runs, and a duplicate must see
-                # the committed claim (in flight) or its outcome (replay) at
-                # once instead of queueing behind it. In WAL mode a reader is
-                # never blocked by the writer.
-                known = self._known(call)
-                if known is not None:
-                    return known
+            with self._engine.connect() as connection:
+                connection.execution_options(**self._statement_options)
+                answer = self._try_claim(connection, call)
+            if answer is not None:
+                return answer
             with self._engine.connect() as connection:
                 connection.execution_options(**self._claim_options)
                 with connection.begin():
@@ -168,15 +179,48 @@ class SqlAlchemyIdempotencyStore:
                     return known
             raise translated from error
 
+    def _try_claim(self, connection: Connection, call: ClaimCall) -> Claim | None:
+        """The claim in autocommit: the insert, and a read only when the key is there.
+
+        None when the claim needs the locked transaction (`_claim`): the
+        record is to be taken over, was deleted since the insert, or, on
+        SQLite, the write lock could not be tried at once. On SQLite the
+        insert runs only with the database file's gate free: a writer of this
+        process holding the write lock (a unit of work, as long as its
+        handler runs) would make it queue, and a duplicate must see the
+        committed claim (in flight) or its outcome (replay) at once: so then
+        it reads first, without the lock (in WAL mode a reader is never
+        blocked by the writer).
+        """
+        release: Callable[[], None] = _no_gate
+        if self._dialect == "sqlite":
+            taken = take_gate_now(connection.info, self._remaining_time)
+            if taken is None:
+                return self._read(connection, call)
+            release = taken
+        record = call.record()
+        insert = insert_claim(self._dialect, call.scope, call.key, record, call.now)
+        try:
+            inserted = (connection.execute(insert)).first()
+        finally:
+            release()
+        if inserted is not None:
+            return Claim("claimed", token=record.token)
+        return self._read(connection, call)
+
     def _known(self, call: ClaimCall) -> Claim | None:
-        """What a committed record answers, read without the write lock.
+        """What a committed record answers, read without the write lock."""
+        with self._engine.connect() as connection:
+            connection.execution_options(**self._statement_options)
+            return self._read(connection, call)
+
+    def _read(self, connection: Connection, call: ClaimCall) -> Claim | None:
+        """What the committed record answers, read on `connection` (autocommit).
 
         None when there is none, or it is to be taken (new, lease expired).
         """
-        with self._engine.connect() as connection:
-            connection.execution_options(**{READ_COMMITTED_STATEMENT: True})
-            read = read_record(call.scope, call.key)
-            found = (connection.execute(read)).one_or_none()
+        read = read_record(call.scope, call.key, lock=False)
+        found = (connection.execute(read)).one_or_none()
         if found is None:
             return None
         # Only an answer is used, never the values to take a record over: the
