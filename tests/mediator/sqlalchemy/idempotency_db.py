@@ -8,7 +8,7 @@ PostgreSQL, whose database the session shares.
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -64,9 +64,20 @@ def _drop(engine: sa.Engine) -> None:
 
 
 @contextmanager
-def open_backend(dialect: str, url: str, async_url: str) -> Generator[Backend]:
+def open_backend(
+    dialect: str,
+    url: str,
+    async_url: str,
+    *,
+    listen: Callable[[sa.Engine], None] | None = None,
+) -> Generator[Backend]:
+    """The database at `url`, with fresh tables; `listen` is given each engine
+    before anything else listens on it."""
     engine = sa.create_engine(url)
     async_engine = create_async_engine(async_url, poolclass=NullPool)
+    if listen is not None:
+        listen(engine)
+        listen(async_engine.sync_engine)
     prepare_sqlite(engine)
     prepare_sqlite(async_engine)
     _drop(engine)
