@@ -43,6 +43,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import importlib
 import importlib.metadata
 import importlib.util
 import os
@@ -60,7 +61,6 @@ from time import perf_counter, perf_counter_ns
 from typing import Any
 
 import sqlalchemy as sa
-from concurrent_orders import postgres  # the throwaway cluster, beside this script
 from injector import Binder, Injector, inject
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
@@ -250,7 +250,7 @@ def _in_transaction(connection: Any) -> bool:
         return flag
     from psycopg.pq import TransactionStatus
 
-    return driver.info.transaction_status != TransactionStatus.IDLE
+    return bool(driver.info.transaction_status != TransactionStatus.IDLE)
 
 
 def _driver_begins(connection: Any) -> bool:
@@ -504,6 +504,8 @@ def main() -> None:
             sections.append(("SQLite, async path (send, aiosqlite)", rows_))
         where = folder
     if not arguments.no_postgres:
+        # The throwaway cluster of concurrent_orders.py, beside this script.
+        postgres = importlib.import_module("concurrent_orders").postgres
         with postgres() as url:
             if url is not None:
                 sync_rows = _sync_path(url)
