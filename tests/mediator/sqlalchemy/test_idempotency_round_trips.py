@@ -12,31 +12,46 @@ which no event shows. The rule of ``benchmarks/mediator_idempotency.py``.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Generator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 import sqlalchemy as sa
 from psycopg.pq import TransactionStatus
 from sqlalchemy import event
 
 from mediator import AsyncIdempotencyStore, Claim
+from mediator._behaviors.idempotency.store import AwaitedStore
+from mediator.sqlalchemy import (
+    AsyncSqlAlchemyIdempotencyStore,
+    SqlAlchemyIdempotencyStore,
+)
 from mediator.sqlalchemy._sqlite import IMMEDIATE
+from mediator.sqlalchemy._writer_gate import gate_for
 from tests.mediator.sqlalchemy.idempotency_db import (
+    LEASE,
     NOW,
     OTHER_PRINT,
+    PRINT,
     RESPONSE,
+    RETENTION,
     SCOPE,
     Backend,
     claim,
     open_backend,
     sqlite_urls,
 )
+from tests.mediator.sqlalchemy.test_writer_gate import wait_until
 
 pytestmark = pytest.mark.anyio
+
+TIMES = {"lease": LEASE, "retention": RETENTION}
 
 
 def _in_transaction(connection: Any) -> bool:
@@ -166,3 +181,37 @@ async def test_under_a_running_writer_sqlite_answers_from_one_lock_free_read(
     assert replay == Claim("replay", outcome=RESPONSE)
     assert in_flight == Claim("in_flight")
     assert trace == ["SELECT", "SELECT"]
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("kind", ["sync", "async"])
+async def test_under_a_running_writer_a_new_key_queues_for_its_own_transaction(
+    backend: Backend, round_trips: RoundTrips, kind: str
+) -> None:
+    gate = gate_for(str(backend.engine.url.database))
+    store = SqlAlchemyIdempotencyStore(backend.engine)
+    async_store = AsyncSqlAlchemyIdempotencyStore(backend.async_engine)
+    await _warm(AwaitedStore(store) if kind == "sync" else async_store)
+    with backend.engine.connect() as holder:
+        holder.execution_options(**{IMMEDIATE: True})
+        running = holder.begin()  # a unit of work of this process holds the lock
+        with round_trips.counting() as trace:
+            if kind == "sync":
+                with ThreadPoolExecutor(1) as pool:
+                    claiming = pool.submit(
+                        store.claim, SCOPE, "new", PRINT, now=NOW, **TIMES
+                    )
+                    await anyio.to_thread.run_sync(
+                        wait_until, lambda: gate.waiting == 1
+                    )
+                    running.commit()
+                    claimed = claiming.result()
+            else:
+                task = asyncio.create_task(claim(async_store, "new"))
+                await anyio.to_thread.run_sync(wait_until, lambda: gate.waiting == 1)
+                running.commit()
+                claimed = await task
+    assert claimed.status == "claimed"
+    # The lock-free read found nothing; the claim queued at the gate until the
+    # writer's COMMIT, then took the lock (BEGIN IMMEDIATE) and inserted.
+    assert trace == ["SELECT", "COMMIT", "BEGIN", "INSERT", "COMMIT"]
