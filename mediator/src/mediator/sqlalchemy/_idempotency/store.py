@@ -59,9 +59,10 @@ class AsyncSqlAlchemyIdempotencyStore:
 
     Records live in `idempotency_table`: create it with
     `acreate_idempotency_table`, or with the SQL migrations shipped in the
-    package. `claim`, `finish`, `release` and `purge_expired` each run one short
-    transaction on a connection of their own from `engine`, committed before
-    they return; `complete` runs on `session`, inside the unit of work's
+    package. `claim`, `finish`, `release` and `purge_expired` each run on a
+    connection of their own from `engine`, committed before they return (a
+    claim in autocommit, or one short transaction; the others in one short
+    transaction); `complete` runs on `session`, inside the unit of work's
     transaction. `SqlAlchemyModule` binds one per send, with the send's session.
 
     The first of those on an engine checks, once per engine and process, that
@@ -143,7 +144,7 @@ class AsyncSqlAlchemyIdempotencyStore:
         lease: timedelta,
         retention: timedelta,
     ) -> Claim:
-        """Claim (scope, key) for one send, in a transaction of its own.
+        """Claim (scope, key) for one send, committed before it returns.
 
         See `mediator.AsyncIdempotencyStore.claim`.
 
