@@ -563,3 +563,36 @@ def test_docstring_examples(name: str) -> None:
     result = run_examples(importlib.import_module(name))
     assert result.attempted > 0
     assert result.failed == 0
+
+
+# --- the switch to WAL, contended ------------------------------------------------
+# Writers starting together on a new file each find it in rollback-journal mode
+# and switch it; two switching at once deadlock, and SQLite answers one "database
+# is locked" at once. Here a reader holds its lock while a connection with no busy
+# wait is set up: it is set up all the same, and the next one switches the file.
+
+
+def test_a_connection_that_cannot_switch_to_wal_yet_is_set_up_all_the_same(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "new.db"
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("CREATE TABLE t (x)")
+    assert holder.execute("PRAGMA journal_mode").fetchone() == ("delete",)
+    engine = sa.create_engine(f"sqlite:///{path}", connect_args={"timeout": 0})
+    prepare_sqlite(engine)
+    try:
+        holder.execute("BEGIN")
+        holder.execute("SELECT * FROM t").fetchall()  # a shared lock, held
+        with engine.connect() as connection:
+            mode = connection.exec_driver_sql("PRAGMA journal_mode").scalar()
+            keys = connection.exec_driver_sql("PRAGMA foreign_keys").scalar()
+        assert (mode, keys) == ("delete", 1)
+        holder.execute("COMMIT")
+        engine.dispose()  # the next connection is a new one
+        with engine.connect() as connection:
+            mode = connection.exec_driver_sql("PRAGMA journal_mode").scalar()
+        assert mode == "wal"
+    finally:
+        holder.close()
+        engine.dispose()

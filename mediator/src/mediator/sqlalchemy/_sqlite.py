@@ -307,6 +307,24 @@ def _on_begin(connection: Connection) -> None:
         connection.exec_driver_sql("BEGIN")
 
 
+def _switch_to_wal(cursor: Any) -> None:
+    """Put the file in WAL mode, unless another connection is doing it now.
+
+    Connections first opened at once on a new file (writers starting
+    together) each find it in rollback-journal mode; two switching at once
+    deadlock, and SQLite answers one "database is locked" without a busy
+    wait. The mode belongs to the file, not the connection: the one that
+    switches does it for all, and until then a connection works in the old
+    mode (its writes wait in the busy handler as ever). The next connection
+    configured tries again.
+    """
+    try:
+        cursor.execute("PRAGMA journal_mode=WAL")
+    except Exception as error:
+        if not is_sqlite_busy(error):
+            raise
+
+
 def _configure(dbapi_connection: Any, info: dict[Any, Any]) -> None:
     """Set the connection up; note its busy timeout (ms) and its file's gate."""
     # Stop the driver from emitting its own BEGIN, so that _on_begin decides.
@@ -319,7 +337,7 @@ def _configure(dbapi_connection: Any, info: dict[Any, Any]) -> None:
         cursor.execute("PRAGMA journal_mode")
         mode = cursor.fetchone()
         if mode is None or str(mode[0]).lower() != "wal":
-            cursor.execute("PRAGMA journal_mode=WAL")
+            _switch_to_wal(cursor)
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute("PRAGMA busy_timeout")
         row = cursor.fetchone()
