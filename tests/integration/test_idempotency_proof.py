@@ -230,6 +230,7 @@ async def test_fifty_concurrent_duplicate_posts_take_effect_once(
 # --- 2. eight processes at once -------------------------------------------------------
 
 
+@pytest.mark.chaos  # load: eight processes at once (make chaos)
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("held", [False, True], ids=["free", "held"])
 def test_eight_processes_sending_one_key_at_once_take_effect_once(

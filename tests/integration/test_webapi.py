@@ -204,6 +204,7 @@ def test_the_service_runs_on_postgresql_too(
         assert client.get("/orders/pg-1").json()["order_id"] == "pg-1"
 
 
+@pytest.mark.chaos  # load: the demo run, orders a second (make chaos)
 def test_the_demo_runs_for_real_and_writes_its_plot(tmp_path: Path) -> None:
     env = {**os.environ, "WEBAPI_DURATION": "2", "TMPDIR": str(tmp_path)}
     result = subprocess.run(

@@ -163,6 +163,7 @@ def test_the_bound_must_be_positive() -> None:
         registry(0)
 
 
+@pytest.mark.chaos  # load: 100,000 hosts (make chaos)
 def test_memory_stays_bounded_over_100_000_hosts() -> None:
     hosts = registry(1024)
     tracemalloc.start()

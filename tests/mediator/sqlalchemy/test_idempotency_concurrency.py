@@ -60,6 +60,7 @@ async def test_fifty_concurrent_claims_of_one_key_claim_it_once(
             await engine.dispose()
 
 
+@pytest.mark.chaos  # load: eight processes at once (make chaos)
 @pytest.mark.timeout(120)
 def test_eight_processes_claiming_one_key_at_once_claim_it_once(
     backend: Backend,
