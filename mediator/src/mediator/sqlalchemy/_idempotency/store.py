@@ -50,10 +50,6 @@ __all__ = [  # unasync: async-only
 _CLAIM_ROUNDS: Final = 8
 
 
-def _no_gate() -> None:
-    return None
-
-
 class AsyncSqlAlchemyIdempotencyStore:
     """The `AsyncIdempotencyStore` on a SQLite or PostgreSQL database.
 
@@ -202,18 +198,18 @@ class AsyncSqlAlchemyIdempotencyStore:
         it reads first, without the lock (in WAL mode a reader is never
         blocked by the writer).
         """
-        release: Callable[[], None] = _no_gate
+        release: Callable[[], None] | None = None
         if self._dialect == "sqlite":
-            taken = take_gate_now(connection.info, self._remaining_time)
-            if taken is None:
+            release = take_gate_now(connection.info, self._remaining_time)
+            if release is None:
                 return await self._read(connection, call)
-            release = taken
         record = call.record()
         insert = insert_claim(self._dialect, call.scope, call.key, record, call.now)
         try:
             inserted = (await connection.execute(insert)).first()
         finally:
-            release()
+            if release is not None:
+                release()
         if inserted is not None:
             return Claim("claimed", token=record.token)
         return await self._read(connection, call)

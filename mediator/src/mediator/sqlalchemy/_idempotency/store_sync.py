@@ -46,10 +46,6 @@ __all__ = ["SqlAlchemyIdempotencyStore"]
 _CLAIM_ROUNDS: Final = 8
 
 
-def _no_gate() -> None:
-    return None
-
-
 class SqlAlchemyIdempotencyStore:
     """The `IdempotencyStore` on a SQLite or PostgreSQL database.
 
@@ -193,18 +189,18 @@ class SqlAlchemyIdempotencyStore:
         it reads first, without the lock (in WAL mode a reader is never
         blocked by the writer).
         """
-        release: Callable[[], None] = _no_gate
+        release: Callable[[], None] | None = None
         if self._dialect == "sqlite":
-            taken = take_gate_now(connection.info, self._remaining_time)
-            if taken is None:
+            release = take_gate_now(connection.info, self._remaining_time)
+            if release is None:
                 return self._read(connection, call)
-            release = taken
         record = call.record()
         insert = insert_claim(self._dialect, call.scope, call.key, record, call.now)
         try:
             inserted = (connection.execute(insert)).first()
         finally:
-            release()
+            if release is not None:
+                release()
         if inserted is not None:
             return Claim("claimed", token=record.token)
         return self._read(connection, call)
