@@ -16,7 +16,7 @@ import pytest
 from httpcore import NetworkBackend, NetworkStream
 
 from http_resilience import HttpResilienceOptions, ResilientTransport
-from http_resilience._core.clock import ATTEMPT_DEADLINE, real_time
+from http_resilience._core.clock import attempt_deadline, real_time
 from http_resilience._transport.sync_deadline import (
     WRITE_PIECE,
     DeadlineBackend,
@@ -98,7 +98,7 @@ class RecordingBackend(NetworkBackend):
 def deadline() -> Iterator[None]:
     """Leave the thread-local as it was, whatever the test set."""
     yield
-    ATTEMPT_DEADLINE.when = None
+    attempt_deadline().when = None
 
 
 def test_without_a_deadline_every_operation_passes_unchanged() -> None:
@@ -114,7 +114,7 @@ def test_without_a_deadline_every_operation_passes_unchanged() -> None:
 
 
 def test_each_operation_waits_at_most_for_the_time_left(deadline: None) -> None:
-    ATTEMPT_DEADLINE.when = real_time() + 0.5
+    attempt_deadline().when = real_time() + 0.5
     backend = RecordingBackend()
     stream = DeadlineBackend(backend).connect_tcp("api.example", 80, timeout=5.0)
     stream.read(10, timeout=None)
@@ -134,7 +134,7 @@ def test_each_operation_waits_at_most_for_the_time_left(deadline: None) -> None:
 
 
 def test_a_shorter_httpx_timeout_is_kept(deadline: None) -> None:
-    ATTEMPT_DEADLINE.when = real_time() + FAR
+    attempt_deadline().when = real_time() + FAR
     inner = RecordingStream()
     DeadlineStream(inner).read(10, timeout=0.25)
     assert inner.reads == [0.25]
@@ -143,7 +143,7 @@ def test_a_shorter_httpx_timeout_is_kept(deadline: None) -> None:
 def test_a_long_write_goes_out_in_pieces_each_held_to_the_deadline(
     deadline: None,
 ) -> None:
-    ATTEMPT_DEADLINE.when = real_time() + FAR
+    attempt_deadline().when = real_time() + FAR
     inner = RecordingStream()
     body = bytes(range(256)) * (WRITE_PIECE // 128) + b"end"
     DeadlineStream(inner).write(body, timeout=None)
@@ -188,7 +188,7 @@ def test_once_the_deadline_has_passed_nothing_is_attempted(
     recording = RecordingBackend()
     backend = DeadlineBackend(recording)
     stream = DeadlineStream(recording.stream)
-    ATTEMPT_DEADLINE.when = real_time() - 0.001
+    attempt_deadline().when = real_time() - 0.001
     with pytest.raises(error, match="the attempt's deadline passed"):
         operation(stream, backend)
     assert recording.connects == []
@@ -247,7 +247,7 @@ def seen_deadlines(
     seen: list[float | None] = []
 
     def handler(request: httpx.Request) -> httpx.Response:
-        seen.append(ATTEMPT_DEADLINE.when)
+        seen.append(attempt_deadline().when)
         return httpx.Response(statuses[len(seen) - 1])
 
     transport = ResilientTransport(
@@ -264,7 +264,7 @@ def test_an_attempt_runs_under_its_deadline_and_restores_none_after() -> None:
     [when], before, after = seen_deadlines(timing)
     assert when is not None
     assert before + 2 <= when <= after + 2
-    assert ATTEMPT_DEADLINE.when is None
+    assert attempt_deadline().when is None
 
 
 def test_on_another_clock_the_time_left_is_held_from_now() -> None:
@@ -289,16 +289,16 @@ def test_an_earlier_deadline_of_an_attempt_around_this_one_is_kept(
     deadline: None,
 ) -> None:
     outer = real_time() + 0.75
-    ATTEMPT_DEADLINE.when = outer
+    attempt_deadline().when = outer
     [when], _, _ = seen_deadlines(options(attempt_timeout=2))
     assert when == outer
-    assert ATTEMPT_DEADLINE.when == outer
+    assert attempt_deadline().when == outer
 
 
 def test_each_thread_has_its_own_deadline(deadline: None) -> None:
-    ATTEMPT_DEADLINE.when = real_time() + 1
+    attempt_deadline().when = real_time() + 1
     elsewhere: list[float | None] = []
-    thread = threading.Thread(target=lambda: elsewhere.append(ATTEMPT_DEADLINE.when))
+    thread = threading.Thread(target=lambda: elsewhere.append(attempt_deadline().when))
     thread.start()
     thread.join()
     assert elsewhere == [None]
@@ -325,4 +325,4 @@ def test_an_httpx_timeout_before_the_deadline_is_a_transport_failure() -> None:
     with pytest.raises(httpx.ReadTimeout) as raised:
         transport.handle_request(httpx.Request("GET", URL))
     assert raised.value is failure
-    assert ATTEMPT_DEADLINE.when is None
+    assert attempt_deadline().when is None

@@ -19,11 +19,11 @@ from typing import Final
 from http_resilience._primitives.clock import Clock, SystemClock, checkpoint
 
 __all__ = [
-    "ATTEMPT_DEADLINE",
     "SYSTEM_CLOCK",
     "AttemptDeadline",
     "Clock",
     "SystemClock",
+    "attempt_deadline",
     "checkpoint",
     "reader",
     "real_time",
@@ -61,8 +61,8 @@ real_time: Final = reader(SYSTEM_CLOCK)
 """The clock socket timeouts run on: the deadline in the thread-local is on it."""
 
 
-class AttemptDeadline(threading.local):
-    """The deadline of the sync attempt the current thread runs, if any.
+class AttemptDeadline:
+    """The deadline of the sync attempt a thread runs, if any: one per thread.
 
     A wait for a slot of the client's own pool is no time of the host's: the
     attempt's own clock starts at its first socket operation (`due`), when
@@ -80,12 +80,15 @@ class AttemptDeadline(threading.local):
         queued_out: Whether it came too late, the wait for a slot run out.
     """
 
-    when: float | None = None
-    span: float | None = None
-    bound: float = math.inf
-    queue_end: float = math.inf
-    left_at: float | None = None
-    queued_out: bool = False
+    __slots__ = ("bound", "left_at", "queue_end", "queued_out", "span", "when")
+
+    def __init__(self) -> None:
+        self.when: float | None = None
+        self.span: float | None = None
+        self.bound = math.inf
+        self.queue_end = math.inf
+        self.left_at: float | None = None
+        self.queued_out = False
 
     def due(self) -> float | None:
         """The deadline for a socket operation now; the first starts the clock."""
@@ -105,4 +108,21 @@ class AttemptDeadline(threading.local):
         return when
 
 
-ATTEMPT_DEADLINE: Final = AttemptDeadline()
+class _PerThread(threading.local):
+    """Each thread's `AttemptDeadline`, made on its first use in the thread."""
+
+    def __init__(self) -> None:
+        self.deadline = AttemptDeadline()
+
+
+_PER_THREAD: Final = _PerThread()
+
+
+def attempt_deadline() -> AttemptDeadline:
+    """The current thread's `AttemptDeadline`.
+
+    One plain object per thread, looked up once per attempt: its fields are
+    read and written many times in one, and a `threading.local`'s each cost
+    a lookup of the thread's own.
+    """
+    return _PER_THREAD.deadline

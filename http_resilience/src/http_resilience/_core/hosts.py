@@ -44,8 +44,28 @@ def host_key(url: httpx.URL) -> str:
         'http://[::1]:8080'
     """
     # A client sends to few hosts, over and over: the key is made once per
-    # (scheme, host, port), from a bounded cache.
+    # (scheme, host, port), from a bounded cache, read from the parsed parts
+    # httpx keeps when it keeps them (its properties read the same ones).
+    if _PARSED:
+        parts = url._uri_reference  # pyright: ignore[reportPrivateUsage]
+        host = parts.host
+        if not host.startswith("xn--"):  # else: `url.host` decodes it
+            return _key(parts.scheme, host, parts.port)
     return _key(url.scheme, url.host, url.port)
+
+
+def _parsed() -> bool:
+    """Whether `httpx.URL` keeps its parts as `host_key` reads them."""
+    url = httpx.URL("HTTP://Example.COM:8080/p")
+    parts = getattr(url, "_uri_reference", None)
+    return (
+        getattr(parts, "scheme", None) == url.scheme
+        and getattr(parts, "host", None) == url.host
+        and getattr(parts, "port", None) == url.port
+    )
+
+
+_PARSED: Final = _parsed()
 
 
 @functools.lru_cache(maxsize=256)

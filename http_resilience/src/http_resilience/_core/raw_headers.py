@@ -14,7 +14,14 @@ from typing import Final
 
 import httpx
 
-__all__ = ["KEEPS_TRIPLES", "LOWER_KEY", "header_writer", "is_token", "triples"]
+__all__ = [
+    "KEEPS_TRIPLES",
+    "LOWER_KEY",
+    "copy_headers",
+    "header_writer",
+    "is_token",
+    "triples",
+]
 
 
 def _keeps_triples() -> bool:
@@ -32,6 +39,34 @@ LOWER_KEY: Final = operator.itemgetter(1)
 def triples(headers: httpx.Headers) -> list[tuple[bytes, bytes, bytes]]:
     """The headers' triples, as httpx keeps them; only when `KEEPS_TRIPLES`."""
     return headers._list  # pyright: ignore[reportPrivateUsage]
+
+
+def _plain_headers() -> bool:
+    """Whether `httpx.Headers` holds its triples and its encoding, nothing more."""
+    return KEEPS_TRIPLES and set(vars(httpx.Headers({"A": "b"}))) == {
+        "_list",
+        "_encoding",
+    }
+
+
+_PLAIN_HEADERS: Final = _plain_headers()
+
+
+def copy_headers(headers: httpx.Headers) -> httpx.Headers:
+    """A copy of `headers` of its own: what ``httpx.Headers(headers)`` makes.
+
+    Every attempt copies its caller's headers, so on an httpx that holds
+    them as `_plain_headers` says the copy is made without its constructor's
+    checks of what it was given (known to be headers already).
+    """
+    if not _PLAIN_HEADERS:
+        return httpx.Headers(headers)
+    copied = httpx.Headers.__new__(httpx.Headers)
+    # Attribute by attribute, as the constructor sets them: the copy keeps
+    # CPython's compact layout, which `vars(copied).update(...)` gives up.
+    copied._list = headers._list.copy()  # pyright: ignore[reportPrivateUsage]
+    copied._encoding = headers._encoding  # pyright: ignore[reportPrivateUsage]
+    return copied
 
 
 _TOKEN: Final = frozenset(

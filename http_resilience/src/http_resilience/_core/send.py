@@ -24,7 +24,7 @@ from http_resilience._core.classify import InvalidStatusError
 from http_resilience._core.hosts import host_key
 from http_resilience._core.nested import RETRY_ATTEMPT_HEADER
 from http_resilience._core.pool import pool_sweeper
-from http_resilience._core.raw_headers import header_writer
+from http_resilience._core.raw_headers import copy_headers, header_writer
 
 __all__ = [
     "LAYER_MARK",
@@ -117,7 +117,7 @@ class _Send(Generic[Transport]):
                 setattr(attempt, _CONTENT, content)  # the body, once read
         else:
             vars(attempt).update(vars(request))
-        attempt.headers = httpx.Headers(request.headers)
+        attempt.headers = copy_headers(request.headers)
         extensions = dict(request.extensions)
         extensions[LAYER_MARK] = owner
         seconds = call.phase_timeout

@@ -5,7 +5,7 @@ each socket operation, not the phase it belongs to: a server that sends its
 answer's head a byte at a time starts the read timeout afresh with every byte.
 So the deadline goes where the thread blocks. While a sync attempt runs, its
 `SyncTimeout` keeps the attempt's deadline in a thread-local
-(`ATTEMPT_DEADLINE`); `DeadlineBackend`, put in as the network backend of the
+(`attempt_deadline`); `DeadlineBackend`, put in as the network backend of the
 `httpx.HTTPTransport` a `ResilientTransport` wraps (`hold_deadlines`), gives
 each connect, TLS handshake, read and write the thread makes the time left as
 its timeout (never more than httpx's own), and raises httpx's timeout once
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import httpx
 
-from http_resilience._core.clock import ATTEMPT_DEADLINE, real_time
+from http_resilience._core.clock import attempt_deadline, real_time
 
 if TYPE_CHECKING:
     # httpcore's base classes, to type checkers only: httpx brings httpcore,
@@ -54,7 +54,7 @@ def _left(timeout: float | None, error: type[Exception]) -> float | None:
     Raises:
         error: The attempt has no time left.
     """
-    when = ATTEMPT_DEADLINE.due()
+    when = attempt_deadline().due()
     return timeout if when is None else _bounded(when, timeout, error)
 
 
@@ -88,7 +88,7 @@ class DeadlineStream:
         Raises:
             httpx.WriteTimeout: No time is left.
         """
-        when = ATTEMPT_DEADLINE.due()
+        when = attempt_deadline().due()
         if when is None:
             self._stream.write(buffer, timeout)
             return

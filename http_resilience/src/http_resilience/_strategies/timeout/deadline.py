@@ -98,9 +98,12 @@ class Deadline:
         else:
             left = call.deadline - now
         if self.own_time:
-            call.phase_timeout = max(left, 0.0)
-            wait = around - now if self.moves(around) else left
-            call.pool_timeout = max(wait, 0.0)
+            # `moves`, and `max(..., 0.0)`, written out: this runs per attempt.
+            call.phase_timeout = left if left > 0.0 else 0.0
+            wait = (
+                around - now if self.kind == "attempt" and around != math.inf else left
+            )
+            call.pool_timeout = wait if wait > 0.0 else 0.0
         return left
 
     def late(self, call: Call) -> bool:

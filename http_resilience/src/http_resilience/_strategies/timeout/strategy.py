@@ -17,8 +17,8 @@ import httpx
 from http_resilience._core.backend import asyncio_loop
 from http_resilience._core.call import AsyncHandler, Call, DeadlineKind, SyncHandler
 from http_resilience._core.clock import (
-    ATTEMPT_DEADLINE,
     AttemptDeadline,
+    attempt_deadline,
     real_time,
 )
 from http_resilience._core.errors import RateLimitedError, ResilienceError
@@ -297,7 +297,7 @@ class SyncTimeout:
             moves = rule.kind == "attempt"
             around = when + (deadline - call.deadline) if moves else math.inf
             queue_end = around if around != math.inf else when
-            held = ATTEMPT_DEADLINE
+            held = attempt_deadline()
             # What an attempt around this one holds, put back once it ends.
             outer = held.when, held.span, held.bound
             outer_queue = held.queue_end, held.left_at, held.queued_out
