@@ -22,7 +22,6 @@ from http_resilience._core.clock import (
     real_time,
 )
 from http_resilience._core.errors import RateLimitedError, ResilienceError
-from http_resilience._core.pool import PoolWait
 from http_resilience._core.send import close_quietly, close_quietly_sync
 from http_resilience._strategies.timeout.deadline import Deadline
 from http_resilience._strategies.timeout.timer import Cut, DeadlineTimer, ScopeWait
@@ -112,14 +111,15 @@ class AsyncTimeout:
                 if task is None:  # pragma: no cover - a coroutine runs in a task
                     raise RuntimeError("the resilient transport must run in a task")
                 call.owner = task
-            start = loop.time()
-            wait = call.pool_wait = PoolWait(loop.time)
+            now = loop.time
+            start = now()
             # The deadline around this one, on the loop's time; a total timeout
             # or an attempt timeout with nothing around it ends where it is.
             around = start + left
             if rule.kind == "attempt":
                 around += deadline - call.deadline
-            cut = Cut(task, start + left, wait=wait, around=around, span=left)
+            cut = Cut(task, start + left, now=now, around=around, span=left)
+            call.pool_wait = cut  # the attempt's wait for a pool slot
             self._timer.on(loop).add(cut)
             try:
                 response = await self._next.handle(request, call)
@@ -129,7 +129,7 @@ class AsyncTimeout:
                 if cut.fired:
                     if task.uncancel() and cancelled:
                         raise  # cancelled from outside as well: that wins
-                    if cut.queued:
+                    if cut.cut_queued:
                         raise self._refused(call, deadline, kind, span) from None
                     around_cut = cut.by_around and rule.moves(deadline)
                     raise rule.expired_within(
@@ -145,7 +145,7 @@ class AsyncTimeout:
                 # The inner code swallowed the cancellation and answered late.
                 task.uncancel()
             if cut.fired or (
-                rule.check_after and rule.late_after(call, wait.waited(start), deadline)
+                rule.check_after and rule.late_after(call, cut.waited(start), deadline)
             ):
                 await close_quietly(response)
                 around_cut = cut.by_around and rule.moves(deadline)

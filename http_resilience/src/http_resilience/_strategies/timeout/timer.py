@@ -12,12 +12,12 @@ import asyncio
 import math
 import time
 from collections import deque
-from collections.abc import MutableMapping
-from dataclasses import KW_ONLY, dataclass, field
+from collections.abc import Callable, MutableMapping
 from typing import Any, Final
 
 import anyio
 
+from http_resilience._core.clock import real_time
 from http_resilience._core.pool import PoolWait
 
 __all__ = ["Cut", "DeadlineTimer", "Deadlines", "ScopeWait"]
@@ -27,20 +27,20 @@ __all__ = ["Cut", "DeadlineTimer", "Deadlines", "ScopeWait"]
 _RESOLUTION: Final = time.get_clock_info("monotonic").resolution
 
 
-@dataclass(eq=False, slots=True)
-class Cut:
+class Cut(PoolWait):
     """One attempt's deadline: cancels the attempt's task when it passes.
 
-    Given the attempt's `PoolWait`, the deadline runs from when the attempt
-    leaves the queue for a slot of the client's own pool, never past
-    `around`: a cut due while the attempt still waits moves to the end of
-    the wait (`around`, or with nothing around, the deadline itself), and
-    one due after it left moves to `span` seconds from then.
+    The cut is the attempt's `PoolWait` too (`Call.pool_wait`): once the send
+    watches it, the deadline runs from when the attempt leaves the queue for a
+    slot of the client's own pool, never past `around`: a cut due while the
+    attempt still waits moves to the end of the wait (`around`, or with
+    nothing around, the deadline itself), and one due after it left moves to
+    `span` seconds from then. A cut never watched keeps its deadline.
 
     Args:
         task: The attempt's task.
         when: The deadline, in the loop's time.
-        wait: The attempt's wait for a pool slot; None: the deadline is fixed.
+        now: The loop's time, read when the attempt leaves the queue.
         around: The deadline around this one, in the loop's time.
         span: The attempt's seconds.
 
@@ -48,21 +48,41 @@ class Cut:
         when: The deadline, in the loop's time.
         done: Whether the attempt ended, or was cut.
         fired: Whether the deadline passed while the attempt ran.
-        queued: Whether the cut came while the attempt waited for a slot.
+        cut_queued: Whether the cut came while the attempt waited for a slot.
         by_around: Whether the deadline around this one made the cut.
     """
 
-    task: asyncio.Task[Any]
-    when: float
-    _: KW_ONLY
-    wait: PoolWait | None = None
-    around: float = math.inf
-    span: float = 0.0
-    fired: bool = field(default=False, init=False)
-    done: bool = field(default=False, init=False)
-    queued: bool = field(default=False, init=False)
-    by_around: bool = field(default=False, init=False)
-    _timer: asyncio.TimerHandle | None = field(default=None, init=False, repr=False)
+    __slots__ = (
+        "_timer",
+        "around",
+        "by_around",
+        "cut_queued",
+        "done",
+        "fired",
+        "span",
+        "task",
+        "when",
+    )
+
+    def __init__(
+        self,
+        task: asyncio.Task[Any],
+        when: float,
+        *,
+        now: Callable[[], float] = real_time,
+        around: float = math.inf,
+        span: float = 0.0,
+    ) -> None:
+        super().__init__(now)
+        self.task = task
+        self.when = when
+        self.around = around
+        self.span = span
+        self.fired = False
+        self.done = False
+        self.cut_queued = False
+        self.by_around = False
+        self._timer: asyncio.TimerHandle | None = None
 
     def fire(self) -> None:
         """The deadline passed: cancel the attempt, unless it ended or waits.
@@ -72,26 +92,25 @@ class Cut:
         """
         if self.done:
             return
-        wait = self.wait
-        if wait is not None and wait.watched and self._later(wait):
+        if self.watched and self._later():
             return
         self.done = True
         self.fired = True
         self.task.cancel()
 
-    def _later(self, wait: PoolWait) -> bool:
+    def _later(self) -> bool:
         """Move the cut to the end of the pool wait or of the host's time.
 
         Returns:
             Whether it moved: False, it is due now.
         """
         loop = self.task.get_loop()
-        left_at = wait.left_at
+        left_at = self.left_at
         around = self.around
         if left_at is None:
             end = around if around != math.inf else self.when
-            self.queued = True
-            wait.then = self._left
+            self.cut_queued = True
+            self.then = self._left
         else:
             end = left_at + self.span
             if end >= around:
@@ -99,7 +118,7 @@ class Cut:
         if end <= loop.time() + _RESOLUTION:
             return False
         self.when = end
-        self.queued = self.by_around = False
+        self.cut_queued = self.by_around = False
         if self._timer is not None:
             self._timer.cancel()
         self._timer = loop.call_at(end, self.fire)
