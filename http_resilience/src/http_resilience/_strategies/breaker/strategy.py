@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Final
 
 import httpx
 
-from http_resilience._core.call import Call, SyncHandler
+from http_resilience._core.call import AsyncHandler, Call, SyncHandler
 from http_resilience._core.classify import failure_table, is_classified_failure
 from http_resilience._core.clock import Clock, reader
 from http_resilience._core.drive import AsyncDriver, SyncDriver
@@ -187,12 +187,6 @@ class BreakerStrategy:
             return self.failed[response.status_code]
         return is_classified_failure(response, self.failed, self._classify)
 
-    def answered(
-        self, breaker: CircuitBreaker, ticket: Ticket, response: httpx.Response
-    ) -> None:
-        """Tell the breaker how an attempt that answered went."""
-        breaker.record(ticket, self.is_failure(response), self.now())
-
     def raised(
         self, breaker: CircuitBreaker, ticket: Ticket, exc: BaseException
     ) -> None:
@@ -224,7 +218,14 @@ class BreakerStrategy:
 class AsyncBreaker(AsyncDriver[BreakerStrategy]):
     """`BreakerStrategy` on an event loop: no lock, one loop at a time."""
 
-    __slots__ = ()
+    __slots__ = ("_classified", "_failed", "_manual", "_now")
+
+    def __init__(self, next: AsyncHandler, strategy: BreakerStrategy) -> None:
+        super().__init__(next, strategy)
+        self._now = strategy.now
+        self._failed = strategy.failed
+        self._manual = strategy.manual
+        self._classified = strategy.options.should_break is not None
 
     def breakers(self) -> list[tuple[str, CircuitBreaker]]:
         """`BreakerStrategy.breakers`."""
@@ -234,13 +235,21 @@ class AsyncBreaker(AsyncDriver[BreakerStrategy]):
         """Ask the breaker, send one attempt, tell the breaker how it went."""
         strategy = self.strategy
         breaker = strategy.breaker(call.host)
-        ticket = strategy.admit(breaker, call)
+        # `strategy.admit` and the outcome's record, written out as the sync
+        # driver has them: this runs on every attempt.
+        if breaker.closed and not self._manual.pending:
+            ticket = PASS
+        else:
+            ticket = strategy.acquire(breaker, call)
         try:
             response = await self._next.handle(request, call)
         except BaseException as exc:
             strategy.raised(breaker, ticket, exc)
             raise
-        strategy.answered(breaker, ticket, response)
+        failed = self._failed[response.status_code]
+        if self._classified:
+            failed = strategy.is_failure(response)
+        breaker.record(ticket, failed, self._now())
         return response
 
 
@@ -286,8 +295,8 @@ class SyncBreaker(SyncDriver[BreakerStrategy]):
             with threads.lock:
                 strategy.raised(breaker, ticket, exc)
             raise
-        # `strategy.answered`, written out, with what needs no lock outside it:
-        # this runs on every attempt.
+        # The outcome, with what needs no lock read outside it: this runs on
+        # every attempt.
         failed = self._failed[response.status_code]
         if self._classified:
             failed = strategy.is_failure(response)
