@@ -330,6 +330,19 @@ def strategy(inner: Answer, clock: FakeClock, seconds: float, *, cut: bool) -> A
     return AsyncTimeout(inner, deadline, DeadlineTimer())
 
 
+def test_a_narrowing_never_owns_the_transports_time() -> None:
+    # Built only around another deadline, so never the innermost one.
+    deadline = Deadline(
+        seconds=1.0,
+        kind="total",
+        clock=FakeClock(),
+        telemetry=Telemetry("c"),
+        own_time=True,
+    )
+    with pytest.raises(ValueError, match="innermost deadline"):
+        Narrowing(Answer(), deadline)
+
+
 def sync_strategy(inner: Answer, clock: FakeClock, seconds: float) -> SyncTimeout:
     """The timeout's sync handler around `inner`, cutting."""
     deadline = Deadline(

@@ -34,12 +34,19 @@ class Narrowing:
 
     It narrows the call's deadline for what runs inside (so the retry never
     waits past it, and the inner timeout cuts at the earlier of both), and
-    restores the outer one afterwards. Both chains' handler.
+    restores the outer one afterwards. Both chains' handler. A deadline with
+    another inside it is never the innermost, so never the one that owns the
+    transport's time: the attempt's phase timeouts are not its to set.
     """
 
     __slots__ = ("_deadline", "_next", "_next_sync")
 
     def __init__(self, next: AsyncHandler | SyncHandler, deadline: Deadline) -> None:
+        if deadline.own_time:
+            raise ValueError(
+                "a narrowing deadline cannot own the transport's time: "
+                "the innermost deadline does"
+            )
         self._next = cast("AsyncHandler", next)
         self._next_sync = cast("SyncHandler", next)
         self._deadline = deadline
@@ -47,24 +54,20 @@ class Narrowing:
     async def handle(self, request: httpx.Request, call: Call) -> httpx.Response:
         """Run the inner handler under the narrowed deadline."""
         deadline, kind, span = call.deadline, call.deadline_kind, call.deadline_span
-        phase_timeout, pool_timeout = call.phase_timeout, call.pool_timeout
         self._deadline.narrow(call)
         try:
             return await self._next.handle(request, call)
         finally:
             call.deadline, call.deadline_kind, call.deadline_span = deadline, kind, span
-            call.phase_timeout, call.pool_timeout = phase_timeout, pool_timeout
 
     def handle_sync(self, request: httpx.Request, call: Call) -> httpx.Response:
         """Run the inner handler under the narrowed deadline."""
         deadline, kind, span = call.deadline, call.deadline_kind, call.deadline_span
-        phase_timeout, pool_timeout = call.phase_timeout, call.pool_timeout
         self._deadline.narrow(call)
         try:
             return self._next_sync.handle_sync(request, call)
         finally:
             call.deadline, call.deadline_kind, call.deadline_span = deadline, kind, span
-            call.phase_timeout, call.pool_timeout = phase_timeout, pool_timeout
 
 
 class AsyncTimeout:
