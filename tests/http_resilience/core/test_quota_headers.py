@@ -88,11 +88,29 @@ def test_arbitrary_text_never_raises(lines: list[str]) -> None:
     assert result is None or all(isinstance(item, SfItem) for item in result)
 
 
-KEYS = st.from_regex(r"[a-z*][a-z0-9_.*-]{0,6}", fullmatch=True)
-TOKENS = st.from_regex(r"[A-Za-z*][A-Za-z0-9!#$%&'*+.^_`|~:/-]{0,6}", fullmatch=True)
+# Keys are `[a-z*][a-z0-9_.*-]{0,6}` and tokens
+# `[A-Za-z*][A-Za-z0-9!#$%&'*+.^_`|~:/-]{0,6}`: built as a first character and a
+# text of the rest, the same strings `from_regex` gives, drawn in two choices
+# rather than one per character.
+LOWER = "abcdefghijklmnopqrstuvwxyz"
+LETTERS = LOWER + LOWER.upper()
+KEYS = st.builds(
+    str.__add__,
+    st.sampled_from(LOWER + "*"),
+    st.text(LOWER + "0123456789_.*-", max_size=6),
+)
+TOKENS = st.builds(
+    str.__add__,
+    st.sampled_from(LETTERS + "*"),
+    st.text(LETTERS + "0123456789!#$%&'*+.^_`|~:/-", max_size=6),
+)
 STRINGS = st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=8)
 INTEGERS = st.integers(min_value=-(10**15) + 1, max_value=10**15 - 1)
 BARE = st.one_of(INTEGERS, STRINGS, TOKENS, st.booleans())
+# Built once: a strategy made inside `members` is made and validated per draw.
+PARAMETERS = st.dictionaries(
+    KEYS, st.one_of(INTEGERS, TOKENS, st.booleans()), max_size=3
+)
 
 
 def serialize(value: object) -> str:
@@ -120,9 +138,7 @@ def members(draw: st.DrawFn) -> tuple[str, SfItem]:
     else:
         value = draw(st.booleans())
         text = serialize(value)
-    parameters = draw(
-        st.dictionaries(KEYS, st.one_of(INTEGERS, TOKENS, st.booleans()), max_size=3)
-    )
+    parameters = draw(PARAMETERS)
     for key, parameter in parameters.items():
         text += f";{key}" if parameter is True else f";{key}={serialize(parameter)}"
     return text, SfItem(value, parameters)  # type: ignore[arg-type]
