@@ -27,7 +27,31 @@ __all__ = ["Cut", "DeadlineTimer", "Deadlines", "ScopeWait"]
 _RESOLUTION: Final = time.get_clock_info("monotonic").resolution
 
 
-class Cut(PoolWait):
+class _AttemptWait(PoolWait):
+    """What both cuts of an attempt hold: its deadline, moved by its pool wait.
+
+    Attributes:
+        when: The deadline, on the clock of the cut.
+        around: The deadline around this one, on the same clock.
+        span: The attempt's seconds, counted once it leaves the queue.
+        by_around: Whether the deadline around this one makes the cut.
+        cut_queued: Whether the cut came while the attempt waited for a slot.
+    """
+
+    __slots__ = ("around", "by_around", "cut_queued", "span", "when")
+
+    def __init__(
+        self, now: Callable[[], float], when: float, around: float, span: float
+    ) -> None:
+        super().__init__(now)
+        self.when = when
+        self.around = around
+        self.span = span
+        self.by_around = False
+        self.cut_queued = False
+
+
+class Cut(_AttemptWait):
     """One attempt's deadline: cancels the attempt's task when it passes.
 
     The cut is the attempt's `PoolWait` too (`Call.pool_wait`): once the send
@@ -45,24 +69,13 @@ class Cut(PoolWait):
         span: The attempt's seconds.
 
     Attributes:
-        when: The deadline, in the loop's time.
         done: Whether the attempt ended, or was cut.
         fired: Whether the deadline passed while the attempt ran.
-        cut_queued: Whether the cut came while the attempt waited for a slot.
-        by_around: Whether the deadline around this one made the cut.
+        (`when`, `around`, `span`, `by_around` and `cut_queued` as for every
+        attempt wait, in the loop's time.)
     """
 
-    __slots__ = (
-        "_timer",
-        "around",
-        "by_around",
-        "cut_queued",
-        "done",
-        "fired",
-        "span",
-        "task",
-        "when",
-    )
+    __slots__ = ("_timer", "done", "fired", "task")
 
     def __init__(
         self,
@@ -73,15 +86,10 @@ class Cut(PoolWait):
         around: float = math.inf,
         span: float = 0.0,
     ) -> None:
-        super().__init__(now)
+        super().__init__(now, when, around, span)
         self.task = task
-        self.when = when
-        self.around = around
-        self.span = span
         self.fired = False
         self.done = False
-        self.cut_queued = False
-        self.by_around = False
         self._timer: asyncio.TimerHandle | None = None
 
     def fire(self) -> None:
@@ -142,7 +150,7 @@ class Cut(PoolWait):
             self._timer.cancel()
 
 
-class ScopeWait(PoolWait):
+class ScopeWait(_AttemptWait):
     """A `PoolWait` that moves a cancel scope's deadline as `Cut` moves its timer.
 
     The anyio path's cut (trio): while the attempt waits for a slot of the
@@ -162,24 +170,19 @@ class ScopeWait(PoolWait):
             had passed: the cut is the pool's refusal.
     """
 
-    __slots__ = ("_around", "_scope", "_span", "_when", "by_around", "cut_queued")
+    __slots__ = ("_scope",)
 
     def __init__(
         self, scope: anyio.CancelScope, when: float, around: float, span: float
     ) -> None:
-        super().__init__(anyio.current_time)
+        super().__init__(anyio.current_time, when, around, span)
         self._scope = scope
-        self._when = when
-        self._around = around
-        self._span = span
-        self.by_around = False
-        self.cut_queued = False
 
     def watch(self, extensions: MutableMapping[str, Any]) -> None:
         """`PoolWait.watch`; the scope now ends with the wait's bound."""
         super().watch(extensions)
-        around = self._around
-        self._scope.deadline = around if around != math.inf else self._when
+        around = self.around
+        self._scope.deadline = around if around != math.inf else self.when
         self.then = self._left
 
     def _left(self) -> None:
@@ -189,9 +192,9 @@ class ScopeWait(PoolWait):
         if left_at is None or left_at >= scope.deadline:
             self.cut_queued = True  # its bound passed while it waited
             return
-        end = left_at + self._span
-        if end >= self._around:
-            end, self.by_around = self._around, True
+        end = left_at + self.span
+        if end >= self.around:
+            end, self.by_around = self.around, True
         scope.deadline = end
 
 
