@@ -92,7 +92,7 @@ def header_writer(name: str) -> Callable[[httpx.Headers, bytes], None]:
         if not KEEPS_TRIPLES:
             headers[name] = value.decode("latin-1")
             return
-        entries = triples(headers)
+        entries = headers._list  # pyright: ignore[reportPrivateUsage] - `triples`, inline
         if lowered in map(LOWER_KEY, entries):
             entries[:] = [entry for entry in entries if entry[1] != lowered]
         entries.append((raw, lowered, value))

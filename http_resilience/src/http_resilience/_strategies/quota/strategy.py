@@ -31,7 +31,7 @@ from http_resilience._core.clock import Clock, reader, utc_now
 from http_resilience._core.drive import AsyncDriver, SyncDriver
 from http_resilience._core.errors import RateLimitedError
 from http_resilience._core.quota_headers import Quota, legacy_quota, standard_quota
-from http_resilience._core.raw_headers import KEEPS_TRIPLES, LOWER_KEY, triples
+from http_resilience._core.raw_headers import KEEPS_TRIPLES, LOWER_KEY
 from http_resilience._core.refusal import rate_limited
 from http_resilience._core.retry_after import parse_retry_after
 from http_resilience._core.telemetry import Telemetry
@@ -130,7 +130,7 @@ class QuotaStrategy:
         if KEEPS_TRIPLES:
             # Most answers publish nothing: that is seen in C, in one pass.
             names = self._names
-            entries = triples(headers)
+            entries = headers._list  # pyright: ignore[reportPrivateUsage] - `triples`, inline
             if names.isdisjoint(map(LOWER_KEY, entries)):
                 return None
             found: dict[bytes, list[str]] | None = None

@@ -86,7 +86,17 @@ class Cut(_AttemptWait):
         around: float = math.inf,
         span: float = 0.0,
     ) -> None:
-        super().__init__(now, when, around, span)
+        # Every field set here, not through the bases' inits: one cut is made
+        # per async attempt, and each init called costs a frame.
+        self._now = now
+        self.watched = False
+        self.left_at = None
+        self.then = None
+        self.when = when
+        self.around = around
+        self.span = span
+        self.by_around = False
+        self.cut_queued = False
         self.task = task
         self.fired = False
         self.done = False
