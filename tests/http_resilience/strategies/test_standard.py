@@ -59,6 +59,12 @@ def test_the_defaults_are_the_standard_pipeline() -> None:
         "nested_retries": "suppress",
         "buffer_responses": False,
         "max_buffered_bytes": 16 * 1024 * 1024,
+        "baseline_min_samples": 100,
+        "baseline_half_life": timedelta(minutes=10),
+        "adaptive_timeout_factor": 3.0,
+        "breaker_baseline_factor": 5.0,
+        "slow_call_factor": 3.0,
+        "slow_call_ratio": 0.5,
     }
     assert HttpResilienceOptions.SECTION == "resilience.http"
 

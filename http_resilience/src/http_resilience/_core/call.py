@@ -94,10 +94,15 @@ class Call:
             the attempt's own clock starts once it has a connection.
         pool_wait: Set by the timeout that cuts the attempt (async only): told
             by the send when the attempt leaves the pool's queue.
+        attempt_cap: Set by a breaker whose host's baseline is armed: the
+            most seconds an attempt timeout inside it gives the attempt (the
+            host's own 95th percentile times `adaptive_timeout_factor`);
+            None: the attempt timeout's own.
     """
 
     __slots__ = (
         "attempt",
+        "attempt_cap",
         "budget",
         "client",
         "deadline",
@@ -126,6 +131,7 @@ class Call:
         self.owner: object = None
         self.budget: Budget | None = None
         self.tell_attempt = False
+        self.attempt_cap: float | None = None
 
     def fork(self, attempt: int) -> Call:
         """A copy of this call for an attempt that runs beside others (a hedge).

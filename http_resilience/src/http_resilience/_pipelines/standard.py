@@ -44,11 +44,17 @@ from http_resilience._primitives.backoff import delays_problem
 from http_resilience._primitives.durations import in_seconds
 from http_resilience._primitives.setting import default
 from http_resilience._strategies.breaker.options import (
+    DEFAULT_ADAPTIVE_TIMEOUT_FACTOR,
+    DEFAULT_BASELINE_HALF_LIFE,
+    DEFAULT_BASELINE_MIN_SAMPLES,
     DEFAULT_BREAK_DURATION,
+    DEFAULT_BREAKER_BASELINE_FACTOR,
     DEFAULT_BREAKER_PER_HOST,
     DEFAULT_FAILURE_RATIO,
     DEFAULT_MINIMUM_THROUGHPUT,
     DEFAULT_SAMPLING_DURATION,
+    DEFAULT_SLOW_CALL_FACTOR,
+    DEFAULT_SLOW_CALL_RATIO,
     BreakerOptions,
 )
 from http_resilience._strategies.budget.options import (
@@ -182,6 +188,24 @@ class HttpResilienceOptions(BaseModel):
         max_buffered_bytes: With `buffer_responses`, the largest body read;
             a larger one fails the call with `ResponseTooLargeError`, not
             retried. Default 16 MiB.
+        baseline_min_samples: Attempts each host's baseline (its own latency
+            quantiles and error rate, learned while its breaker is closed and
+            it is not failing) learns before the three adaptive rules below
+            read it. Default 100.
+        baseline_half_life: How fast a baseline forgets: an attempt counts
+            half as much after this long. Default 10 minutes.
+        adaptive_timeout_factor: Once a host's baseline is armed, its attempt
+            timeout is at most this many times the host's 95th percentile
+            (never below 50 ms, never above `attempt_timeout`). Default 3.0;
+            None: `attempt_timeout` alone.
+        breaker_baseline_factor: Once armed, a host's breaker trips on this
+            many times its own error rate, never below `failure_ratio`, never
+            above 1. Default 5.0; None: `failure_ratio` alone.
+        slow_call_factor: Once armed, an attempt is slow when it took longer
+            than this many times the host's median (and at least 50 ms), or
+            its attempt timeout cut it; the breaker also opens when
+            `slow_call_ratio` of its window is slow. Default 3.0; None: off.
+        slow_call_ratio: That share, in (0, 1]. Default 0.5.
 
     Durations accept a `timedelta`, a number of seconds, ``"200ms"``, ``"2s"``,
     ``"5m"``, ``"1h"`` or ISO 8601 (``"PT0.2S"``), up to 24 days each.
@@ -238,6 +262,18 @@ class HttpResilienceOptions(BaseModel):
     nested_retries: NestedRetries = "suppress"
     buffer_responses: bool = False
     max_buffered_bytes: PositiveCount = DEFAULT_MAX_BUFFERED_BYTES
+    baseline_min_samples: PositiveCount = DEFAULT_BASELINE_MIN_SAMPLES
+    baseline_half_life: PositiveDuration = default(DEFAULT_BASELINE_HALF_LIFE)
+    adaptive_timeout_factor: RatioOrOff = Field(
+        default=DEFAULT_ADAPTIVE_TIMEOUT_FACTOR, ge=1.0, allow_inf_nan=False
+    )
+    breaker_baseline_factor: RatioOrOff = Field(
+        default=DEFAULT_BREAKER_BASELINE_FACTOR, ge=1.0, allow_inf_nan=False
+    )
+    slow_call_factor: RatioOrOff = Field(
+        default=DEFAULT_SLOW_CALL_FACTOR, gt=1.0, allow_inf_nan=False
+    )
+    slow_call_ratio: UnitRatio = DEFAULT_SLOW_CALL_RATIO
 
     @model_validator(mode="after")
     def _check_timing(self, info: ValidationInfo) -> Self:

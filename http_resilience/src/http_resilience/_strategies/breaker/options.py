@@ -7,6 +7,7 @@ from typing import Final
 
 from pydantic import (
     BaseModel,
+    Field,
 )
 
 from http_resilience._core.classify import DEFAULT_FAILURE_STATUSES, Classifier
@@ -14,12 +15,14 @@ from http_resilience._core.fields import (
     FROZEN,
     PositiveCount,
     PositiveDuration,
+    RatioOrOff,
     StatusCodes,
     UnitRatio,
 )
 from http_resilience._core.host_registry import DEFAULT_MAXIMUM_HOSTS
 from http_resilience._core.step_defaults import SyncStepDefaults
 from http_resilience._primitives.setting import default
+from http_resilience._strategies.breaker.baseline import Guards
 from http_resilience._strategies.breaker.strategy import (
     AsyncBreaker,
     BreakerStrategy,
@@ -27,11 +30,17 @@ from http_resilience._strategies.breaker.strategy import (
 )
 
 __all__ = [
+    "DEFAULT_ADAPTIVE_TIMEOUT_FACTOR",
+    "DEFAULT_BASELINE_HALF_LIFE",
+    "DEFAULT_BASELINE_MIN_SAMPLES",
+    "DEFAULT_BREAKER_BASELINE_FACTOR",
     "DEFAULT_BREAKER_PER_HOST",
     "DEFAULT_BREAK_DURATION",
     "DEFAULT_FAILURE_RATIO",
     "DEFAULT_MINIMUM_THROUGHPUT",
     "DEFAULT_SAMPLING_DURATION",
+    "DEFAULT_SLOW_CALL_FACTOR",
+    "DEFAULT_SLOW_CALL_RATIO",
     "BreakerOptions",
 ]
 
@@ -40,6 +49,12 @@ DEFAULT_SAMPLING_DURATION: Final = timedelta(seconds=30)
 DEFAULT_MINIMUM_THROUGHPUT: Final = 100
 DEFAULT_BREAK_DURATION: Final = timedelta(seconds=5)
 DEFAULT_BREAKER_PER_HOST: Final = True
+DEFAULT_BASELINE_MIN_SAMPLES: Final = 100
+DEFAULT_BASELINE_HALF_LIFE: Final = timedelta(minutes=10)
+DEFAULT_ADAPTIVE_TIMEOUT_FACTOR: Final = 3.0
+DEFAULT_BREAKER_BASELINE_FACTOR: Final = 5.0
+DEFAULT_SLOW_CALL_FACTOR: Final = 3.0
+DEFAULT_SLOW_CALL_RATIO: Final = 0.5
 
 
 class BreakerOptions(SyncStepDefaults, BaseModel):
@@ -65,6 +80,23 @@ class BreakerOptions(SyncStepDefaults, BaseModel):
             leaves it to `breaker_on_status` (and, for an exception, the
             built-in rule). Never asked about a cancellation, an error the
             client caused itself or a refusal in this process. Default None.
+        baseline_min_samples: Attempts a host's baseline learns before the
+            adaptive rules below read it. Default 100.
+        baseline_half_life: How fast the baseline forgets: an attempt counts
+            half as much after this long. Default 10 minutes.
+        adaptive_timeout_factor: Once the host's baseline is armed, the attempt
+            timeout inside this breaker is at most this many times the host's
+            95th percentile (never below 50 ms). Default None here (off; the
+            standard pipeline's is 3.0).
+        breaker_baseline_factor: Once armed, the breaker trips on this many
+            times the host's own error rate, never below `failure_ratio` and
+            never above 1. Default None here (off; standard: 5.0).
+        slow_call_factor: Once armed, an attempt is slow when it took longer
+            than this many times the host's median (and at least 50 ms), or
+            its attempt timeout cut it. Default None here (off; standard: 3.0).
+        slow_call_ratio: The share of slow attempts in the window (with at
+            least `minimum_throughput` attempts) that opens the breaker.
+            Default 0.5.
 
     Raises:
         pydantic.ValidationError: On construction, naming every invalid field.
@@ -84,8 +116,36 @@ class BreakerOptions(SyncStepDefaults, BaseModel):
     maximum_hosts: PositiveCount = DEFAULT_MAXIMUM_HOSTS
     breaker_on_status: StatusCodes = default(DEFAULT_FAILURE_STATUSES)
     should_break: Classifier | None = None
+    baseline_min_samples: PositiveCount = DEFAULT_BASELINE_MIN_SAMPLES
+    baseline_half_life: PositiveDuration = default(DEFAULT_BASELINE_HALF_LIFE)
+    adaptive_timeout_factor: RatioOrOff = Field(
+        default=None, ge=1.0, allow_inf_nan=False
+    )
+    breaker_baseline_factor: RatioOrOff = Field(
+        default=None, ge=1.0, allow_inf_nan=False
+    )
+    slow_call_factor: RatioOrOff = Field(default=None, gt=1.0, allow_inf_nan=False)
+    slow_call_ratio: UnitRatio = DEFAULT_SLOW_CALL_RATIO
 
     _label = "breaker"
     _strategy_kind = BreakerStrategy
     _async_driver = AsyncBreaker
     _sync_driver = SyncBreaker
+
+    def guards(self) -> Guards | None:
+        """The adaptive rules each host's breaker reads; None when all are off."""
+        rules = (
+            self.adaptive_timeout_factor,
+            self.breaker_baseline_factor,
+            self.slow_call_factor,
+        )
+        if all(rule is None for rule in rules):
+            return None
+        return Guards(
+            half_life=self.baseline_half_life.total_seconds(),
+            min_samples=self.baseline_min_samples,
+            error_factor=self.breaker_baseline_factor,
+            slow_factor=self.slow_call_factor,
+            slow_ratio=self.slow_call_ratio,
+            timeout_factor=self.adaptive_timeout_factor,
+        )

@@ -22,6 +22,11 @@ from collections.abc import Callable
 from typing import Final, TypeAlias
 
 from http_resilience._core.events import CLOSED, HALF_OPEN, OPEN, BreakerState
+from http_resilience._strategies.breaker.baseline import (
+    SLOW_CALL_FLOOR,
+    Baseline,
+    Guards,
+)
 
 __all__ = [
     "PROBE",
@@ -48,6 +53,7 @@ WINDOW_BUCKETS: Final = 10
 # to: each list a breaker holds is one more object the cyclic garbage collector
 # walks, for every host of a big registry.
 _NO_COUNTS: Final[list[int]] = []
+_NO_GUARDS: Final = Guards(half_life=1.0, min_samples=1)
 
 
 def _ignore(
@@ -102,17 +108,22 @@ class CircuitBreaker:
         "_bucket",
         "_failed",
         "_failures",
+        "_guards",
         "_head_failed",
+        "_head_slow",
         "_head_total",
         "_minimum",
         "_on_transition",
         "_open_until",
         "_probing",
         "_ratio",
+        "_slow",
+        "_slows",
         "_state",
         "_total",
         "_totals",
         "_width",
+        "baseline",
         "closed",
         "key",
     )
@@ -125,6 +136,7 @@ class CircuitBreaker:
         sampling_duration: float,
         break_duration: float,
         on_transition: TransitionListener | None = None,
+        guards: Guards | None = None,
     ) -> None:
         self._ratio = failure_ratio
         self._minimum = minimum_throughput
@@ -149,6 +161,17 @@ class CircuitBreaker:
         self._bucket = 0
         self._total = 0
         self._failed = 0
+        # Read only with a baseline; a breaker without one holds the inert rules.
+        self._guards = guards or _NO_GUARDS
+        self.baseline = (
+            None
+            if guards is None
+            else Baseline(half_life=guards.half_life, min_samples=guards.min_samples)
+        )
+        """The host's own normal, learned while closed (`guarded`); None: off."""
+        self._head_slow = 0
+        self._slow = 0
+        self._slows = _NO_COUNTS
 
     @property
     def state(self) -> BreakerState:
@@ -184,8 +207,18 @@ class CircuitBreaker:
             return max(self._open_until - now, 0.0)
         return None
 
-    def record(self, ticket: Ticket, failed: bool, now: float) -> None:
-        """Report the outcome of an attempt sent with `ticket`, at `now`."""
+    def record(
+        self, ticket: Ticket, failed: bool, now: float, seconds: float | None = None
+    ) -> None:
+        """Report the outcome of an attempt sent with `ticket`, at `now`.
+
+        Args:
+            ticket: What `acquire` answered for the attempt.
+            failed: Whether it counts against the host.
+            now: When it ended.
+            seconds: How long it took, for the `baseline`: `math.inf` for an
+                attempt its timeout cut, None when unknown.
+        """
         if ticket == PASS:
             if self._state is not CLOSED:
                 return
@@ -195,6 +228,9 @@ class CircuitBreaker:
                 self._slide(bucket)
             self._head_total += 1
             self._total += 1
+            if self.baseline is not None:
+                self._guarded(self.baseline, failed, now, seconds)
+                return
             if failed:
                 self._head_failed += 1
                 self._failed += 1
@@ -212,6 +248,86 @@ class CircuitBreaker:
             else:
                 self._reset()
                 self._change(CLOSED)
+
+    def _guarded(
+        self, baseline: Baseline, failed: bool, now: float, seconds: float | None
+    ) -> None:
+        """`record` of a closed breaker with a baseline: learn, then maybe trip.
+
+        The attempt teaches the baseline unless the window is halfway to a
+        trip (once armed): a failing host's attempts are no part of its normal.
+        """
+        guards = self._guards
+        armed = baseline.armed
+        slow = False
+        if armed and seconds is not None and guards.slow_factor is not None:
+            slow = seconds > max(guards.slow_factor * baseline.p50, SLOW_CALL_FLOOR)
+            if slow:
+                self._head_slow += 1
+                self._slow += 1
+        if failed:
+            self._head_failed += 1
+            self._failed += 1
+        total = self._total
+        threshold = self._threshold(baseline)
+        if not armed or (
+            self._failed < (baseline.rate + threshold) / 2 * total
+            and self._slow < guards.slow_ratio / 2 * total
+        ):
+            cut = seconds is not None and seconds == math.inf
+            baseline.learn(None if cut else seconds, failed=failed, now=now)
+            if not armed and baseline.armed:
+                threshold = self._threshold(baseline)
+        if total < self._minimum:
+            return
+        if (
+            (failed and self._failed / total >= threshold)
+            or (slow and self._slow / total >= guards.slow_ratio)
+            or (failed and threshold > self._ratio and self._recent() >= threshold)
+        ):
+            baseline.unlearn(self._total, self._failed, now)
+            baseline.disarm()
+            self._open(now)
+
+    def _recent(self) -> float:
+        """The failure ratio of the newest buckets that hold `minimum_throughput`.
+
+        A host whose own normal is to fail often trips on a ratio well above
+        `failure_ratio`, which the whole window would reach only once its
+        older outcomes slid out: the newest outcomes show an outage sooner.
+        0.0 when even the whole window holds too few.
+        """
+        total, failed = self._head_total, self._head_failed
+        totals, failures = self._totals, self._failures
+        index = self._bucket
+        while total < self._minimum and totals:
+            index -= 1
+            if index <= self._bucket - WINDOW_BUCKETS:
+                return 0.0
+            slot = index % WINDOW_BUCKETS
+            total += totals[slot]
+            if failures:
+                failed += failures[slot]
+        return failed / total if total >= self._minimum else 0.0
+
+    def threshold(self) -> float:
+        """The failure ratio that trips the breaker now (its baseline's, once armed)."""
+        if self.baseline is None:
+            return self._ratio
+        return self._threshold(self.baseline)
+
+    def _threshold(self, baseline: Baseline) -> float:
+        factor = self._guards.error_factor
+        if factor is None or not baseline.armed:
+            return self._ratio
+        # Never above halfway from the host's normal to failing every attempt:
+        # a host that fails that much more than usual is failing.
+        rate = baseline.rate
+        own = factor * rate
+        highest = (1.0 + rate) / 2
+        if own > highest:
+            own = highest
+        return own if own > self._ratio else self._ratio
 
     def release(self, ticket: Ticket) -> None:
         """Give back `ticket` without an outcome; a probe's turn passes on."""
@@ -257,6 +373,12 @@ class CircuitBreaker:
                 failures = self._failures = [0] * WINDOW_BUCKETS
             failures[old] = self._head_failed
             self._head_failed = 0
+        slows = self._slows
+        if self._head_slow:
+            if not slows:
+                slows = self._slows = [0] * WINDOW_BUCKETS
+            slows[old] = self._head_slow
+            self._head_slow = 0
         for index in range(self._bucket + 1, bucket + 1):
             slot = index % WINDOW_BUCKETS
             if totals:
@@ -265,16 +387,21 @@ class CircuitBreaker:
             if failures:
                 self._failed -= failures[slot]
                 failures[slot] = 0
+            if slows:
+                self._slow -= slows[slot]
+                slows[slot] = 0
         self._bucket = bucket
 
     def _reset(self) -> None:
-        for counts in (self._totals, self._failures):
+        for counts in (self._totals, self._failures, self._slows):
             for slot in range(len(counts)):
                 counts[slot] = 0
         self._head_total = 0
         self._head_failed = 0
+        self._head_slow = 0
         self._total = 0
         self._failed = 0
+        self._slow = 0
 
     def _open(self, now: float) -> None:
         self._open_until = now + self._break

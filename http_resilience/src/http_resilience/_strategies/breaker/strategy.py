@@ -6,6 +6,7 @@ attempt went; `AsyncBreaker` and `SyncBreaker` drive it.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
@@ -16,7 +17,7 @@ from http_resilience._core.call import AsyncHandler, Call, SyncHandler
 from http_resilience._core.classify import failure_table, is_classified_failure
 from http_resilience._core.clock import Clock, reader
 from http_resilience._core.drive import AsyncDriver, SyncDriver
-from http_resilience._core.errors import BrokenCircuitError
+from http_resilience._core.errors import AttemptTimeoutError, BrokenCircuitError
 from http_resilience._core.events import BreakerState
 from http_resilience._core.host_registry import ALL_HOSTS
 from http_resilience._core.telemetry import Telemetry
@@ -33,7 +34,17 @@ from http_resilience._strategies.breaker.state import (
 if TYPE_CHECKING:
     from http_resilience._strategies.breaker.options import BreakerOptions
 
-__all__ = ["AsyncBreaker", "BreakerStrategy", "SyncBreaker", "ThreadedBreakers"]
+__all__ = [
+    "ADAPTIVE_TIMEOUT_FLOOR",
+    "AsyncBreaker",
+    "BreakerStrategy",
+    "SyncBreaker",
+    "ThreadedBreakers",
+]
+
+ADAPTIVE_TIMEOUT_FLOOR: Final = 0.05
+"""Seconds an adaptive attempt timeout never goes below: a fast host is not
+cut by a scheduling hiccup."""
 
 
 def _both(first: HostTransition, second: HostTransition) -> HostTransition:
@@ -83,6 +94,7 @@ class BreakerStrategy:
         "breaker",
         "breakers",
         "failed",
+        "guards",
         "manual",
         "now",
         "options",
@@ -104,6 +116,7 @@ class BreakerStrategy:
         self.failed = failure_table(options.breaker_on_status)
         self._classify = options.should_break
         self.manual = ManualState()
+        self.guards = options.guards()
         self.registry: HostRegistry | None = None
         self._shared: CircuitBreaker | None = None
         tell: HostTransition = telemetry.breaker
@@ -181,6 +194,23 @@ class BreakerStrategy:
         key = call.host if self.registry is not None else ALL_HOSTS
         return key in manual.isolated
 
+    def cap(self, breaker: CircuitBreaker, call: Call) -> None:
+        """Set the attempt's timeout cap from its host's baseline (`Call.attempt_cap`).
+
+        `timeout_factor` times the host's 95th percentile once the baseline
+        is armed, never below `ADAPTIVE_TIMEOUT_FLOOR`; None otherwise (the
+        configured attempt timeout alone).
+        """
+        factor = self.guards.timeout_factor if self.guards is not None else None
+        baseline = breaker.baseline
+        if factor is None or baseline is None or not baseline.armed:
+            call.attempt_cap = None
+            return
+        cap = factor * baseline.p95
+        call.attempt_cap = (
+            cap if cap > ADAPTIVE_TIMEOUT_FLOOR else ADAPTIVE_TIMEOUT_FLOOR
+        )
+
     def is_failure(self, response: httpx.Response) -> bool:
         """Whether an answer counts against the host."""
         if self._classify is None:
@@ -200,7 +230,9 @@ class BreakerStrategy:
         if isinstance(exc, Exception) and is_classified_failure(
             exc, self.failed, self._classify
         ):
-            breaker.record(ticket, True, self.now())
+            # An attempt its timeout cut took longer than its time: slow.
+            cut = math.inf if isinstance(exc, AttemptTimeoutError) else None
+            breaker.record(ticket, True, self.now(), cut)
         else:
             breaker.release(ticket)
 
@@ -212,17 +244,19 @@ class BreakerStrategy:
             sampling_duration=options.sampling_duration.total_seconds(),
             break_duration=options.break_duration.total_seconds(),
             on_transition=on_transition,
+            guards=self.guards,
         )
 
 
 class AsyncBreaker(AsyncDriver[BreakerStrategy]):
     """`BreakerStrategy` on an event loop: no lock, one loop at a time."""
 
-    __slots__ = ("_classified", "_failed", "_manual", "_now")
+    __slots__ = ("_classified", "_failed", "_guarded", "_manual", "_now")
 
     def __init__(self, next: AsyncHandler, strategy: BreakerStrategy) -> None:
         super().__init__(next, strategy)
         self._now = strategy.now
+        self._guarded = strategy.guards is not None
         self._failed = strategy.failed
         self._manual = strategy.manual
         self._classified = strategy.options.should_break is not None
@@ -241,6 +275,10 @@ class AsyncBreaker(AsyncDriver[BreakerStrategy]):
             ticket = PASS
         else:
             ticket = strategy.acquire(breaker, call)
+        start = 0.0
+        if self._guarded:
+            strategy.cap(breaker, call)
+            start = self._now()
         try:
             response = await self._next.handle(request, call)
         except BaseException as exc:
@@ -249,7 +287,8 @@ class AsyncBreaker(AsyncDriver[BreakerStrategy]):
         failed = self._failed[response.status_code]
         if self._classified:
             failed = strategy.is_failure(response)
-        breaker.record(ticket, failed, self._now())
+        now = self._now()
+        breaker.record(ticket, failed, now, now - start)
         return response
 
 
@@ -266,12 +305,13 @@ class SyncBreaker(SyncDriver[BreakerStrategy]):
     goes once the break is over.
     """
 
-    __slots__ = ("_classified", "_failed", "_now", "threads")
+    __slots__ = ("_classified", "_failed", "_guarded", "_now", "threads")
 
     def __init__(self, next: SyncHandler, strategy: BreakerStrategy) -> None:
         super().__init__(next, strategy)
         self.threads = ThreadedBreakers(strategy)
         self._now = strategy.now
+        self._guarded = strategy.guards is not None
         self._failed = strategy.failed
         self._classified = strategy.options.should_break is not None
 
@@ -289,6 +329,10 @@ class SyncBreaker(SyncDriver[BreakerStrategy]):
                 ticket = strategy.admit(breaker, call)
         else:
             ticket = PASS
+        start = 0.0
+        if self._guarded:
+            strategy.cap(breaker, call)
+            start = self._now()
         try:
             response = self._next.handle_sync(request, call)
         except BaseException as exc:
@@ -305,7 +349,7 @@ class SyncBreaker(SyncDriver[BreakerStrategy]):
             # Written out here, not a method: this runs on every attempt.
             if seen != threads.arrivals:
                 threads.see(host)
-            breaker.record(ticket, failed, now)
+            breaker.record(ticket, failed, now, now - start)
         return response
 
 

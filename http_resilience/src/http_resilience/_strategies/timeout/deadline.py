@@ -88,6 +88,9 @@ class Deadline:
         """
         now = self.now()
         seconds = self.seconds
+        cap = call.attempt_cap
+        if cap is not None and cap < seconds and self.kind == "attempt":
+            seconds = cap  # the host's own normal bounds it (its breaker's baseline)
         around = call.deadline
         if now + seconds < around:
             call.deadline = now + seconds
