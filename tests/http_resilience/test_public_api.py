@@ -15,6 +15,7 @@ def test_the_public_names_are_pinned_and_sorted() -> None:
         "AttemptEvent",
         "AttemptStalledError",
         "AttemptTimeoutError",
+        "BaselineHealth",
         "BreakerEvent",
         "BreakerOptions",
         "BrokenCircuitError",

@@ -47,6 +47,7 @@ from http_resilience._core.events import (
 from http_resilience._fleet.state import SharedState
 from http_resilience._health.control import CircuitControl
 from http_resilience._health.snapshot import (
+    BaselineHealth,
     BudgetHealth,
     ClientHealth,
     HostHealth,
@@ -84,6 +85,7 @@ __all__ = [
     "AttemptEvent",
     "AttemptStalledError",
     "AttemptTimeoutError",
+    "BaselineHealth",
     "BreakerEvent",
     "BreakerOptions",
     "BrokenCircuitError",

@@ -8,7 +8,7 @@ never with a path, a query or credentials.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Final, Literal, TypeAlias
 
 import httpx
@@ -16,7 +16,12 @@ import httpx
 from http_resilience._core.events import OPEN
 from http_resilience._fleet.breaker import AsyncSharedBreaker, SyncSharedBreaker
 from http_resilience._strategies.breaker.control import ManualState
-from http_resilience._strategies.breaker.strategy import AsyncBreaker, SyncBreaker
+from http_resilience._strategies.breaker.state import CircuitBreaker
+from http_resilience._strategies.breaker.strategy import (
+    AsyncBreaker,
+    BreakerStrategy,
+    SyncBreaker,
+)
 from http_resilience._strategies.budget.strategy import (
     AsyncRetryBudget,
     SyncRetryBudget,
@@ -30,6 +35,7 @@ from http_resilience._transport.transport import (
 
 __all__ = [
     "ISOLATED",
+    "BaselineHealth",
     "BudgetHealth",
     "CircuitState",
     "ClientHealth",
@@ -55,6 +61,38 @@ _WORST: Final[dict[str, int]] = {"closed": 0, "half_open": 1, "open": 2, ISOLATE
 
 
 @dataclass(frozen=True, slots=True)
+class BaselineHealth:
+    """What a host's breaker learned of the host's own normal, and what it sets.
+
+    Attributes:
+        armed: Whether the adaptive rules read it: it has learned
+            `baseline_min_samples` attempts since it was made, or since the
+            breaker last opened (a host that recovers is measured again).
+        samples: The attempts learned since then.
+        p50: The median latency of a successful attempt, in seconds (the upper
+            edge of its bucket: at most 19 % above the true one); 0.0 before any.
+        p95: The 95th percentile, the same way.
+        error_rate: The share of attempts that failed, older ones weighing less
+            (`baseline_half_life`).
+        failure_threshold: The failure ratio that opens the breaker now:
+            `failure_ratio`, or once armed `breaker_baseline_factor` times
+            `error_rate` (never below `failure_ratio`, never above halfway
+            from `error_rate` to 1).
+        attempt_timeout: Once armed with `adaptive_timeout_factor` on, the
+            most seconds an attempt to the host is given (the configured
+            `attempt_timeout` still bounds it); None: the configured one.
+    """
+
+    armed: bool
+    samples: int
+    p50: float
+    p95: float
+    error_rate: float
+    failure_threshold: float
+    attempt_timeout: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class HostHealth:
     """One host's circuit breaker.
 
@@ -71,12 +109,17 @@ class HostHealth:
             open (a client with a `SharedState`: another replica's breaker,
             or an operator's isolation there), while this replica's own
             breaker would let the call go; its `state` is then ``"open"``.
+        baseline: What the host's breaker learned of it, when an adaptive rule
+            is on (the standard pipeline's defaults); None otherwise. A
+            measurement, not a state: two snapshots compare equal whatever
+            their baselines.
     """
 
     host: str
     state: CircuitState
     retry_after: float | None = None
     fleet: bool = False
+    baseline: BaselineHealth | None = field(default=None, compare=False)
 
     @property
     def refusing(self) -> bool:
@@ -271,13 +314,38 @@ def _hosts(driver: AsyncBreaker | SyncBreaker) -> list[HostHealth]:
     for key, breaker in driver.breakers():
         if key in isolated:
             continue
+        learned = _baseline(strategy, breaker)
         if manual.resetting(key):
-            hosts.append(HostHealth(key, "closed"))
+            hosts.append(HostHealth(key, "closed", baseline=learned))
         else:
-            hosts.append(HostHealth(key, breaker.state, breaker.retry_after(now)))
+            hosts.append(
+                HostHealth(
+                    key, breaker.state, breaker.retry_after(now), baseline=learned
+                )
+            )
     if isinstance(driver, AsyncSharedBreaker | SyncSharedBreaker):
         hosts = _fleet(driver, hosts)
     return hosts
+
+
+def _baseline(
+    strategy: BreakerStrategy, breaker: CircuitBreaker
+) -> BaselineHealth | None:
+    """What `breaker` learned of its host, read now; None without a baseline."""
+    baseline = breaker.baseline
+    if baseline is None:
+        return None
+    p50, p95 = baseline.quantiles(0.5, 0.95)
+    cap = strategy.attempt_cap(breaker)
+    return BaselineHealth(
+        armed=baseline.armed,
+        samples=baseline.samples,
+        p50=p50,
+        p95=p95,
+        error_rate=baseline.error_rate,
+        failure_threshold=breaker.threshold(),
+        attempt_timeout=cap,
+    )
 
 
 def _fleet(
@@ -296,5 +364,8 @@ def _fleet(
         local = known.get(key)
         if left <= 0 or key in isolated or (local is not None and local.refusing):
             continue
-        known[key] = HostHealth(key, OPEN, left, fleet=True)
+        if local is None:
+            known[key] = HostHealth(key, OPEN, left, fleet=True)
+        else:
+            known[key] = replace(local, state=OPEN, retry_after=left, fleet=True)
     return list(known.values())

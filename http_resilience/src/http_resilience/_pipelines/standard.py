@@ -196,7 +196,7 @@ class HttpResilienceOptions(BaseModel):
             half as much after this long. Default 10 minutes.
         adaptive_timeout_factor: Once a host's baseline is armed, its attempt
             timeout is at most this many times the host's 95th percentile
-            (never below 50 ms, never above `attempt_timeout`). Default 3.0;
+            (never below 100 ms, never above `attempt_timeout`). Default 3.0;
             None: `attempt_timeout` alone.
         breaker_baseline_factor: Once armed, a host's breaker trips on this
             many times its own error rate, never below `failure_ratio`, never

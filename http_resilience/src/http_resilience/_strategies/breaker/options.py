@@ -86,7 +86,7 @@ class BreakerOptions(SyncStepDefaults, BaseModel):
             half as much after this long. Default 10 minutes.
         adaptive_timeout_factor: Once the host's baseline is armed, the attempt
             timeout inside this breaker is at most this many times the host's
-            95th percentile (never below 50 ms). Default None here (off; the
+            95th percentile (never below 100 ms). Default None here (off; the
             standard pipeline's is 3.0).
         breaker_baseline_factor: Once armed, the breaker trips on this many
             times the host's own error rate, never below `failure_ratio` and

@@ -42,7 +42,7 @@ __all__ = [
     "ThreadedBreakers",
 ]
 
-ADAPTIVE_TIMEOUT_FLOOR: Final = 0.05
+ADAPTIVE_TIMEOUT_FLOOR: Final = 0.1
 """Seconds an adaptive attempt timeout never goes below: a fast host is not
 cut by a scheduling hiccup."""
 
@@ -194,22 +194,24 @@ class BreakerStrategy:
         key = call.host if self.registry is not None else ALL_HOSTS
         return key in manual.isolated
 
-    def cap(self, breaker: CircuitBreaker, call: Call) -> None:
-        """Set the attempt's timeout cap from its host's baseline (`Call.attempt_cap`).
+    def attempt_cap(self, breaker: CircuitBreaker) -> float | None:
+        """The most seconds an attempt to `breaker`'s host is given, by its baseline.
 
         `timeout_factor` times the host's 95th percentile once the baseline
         is armed, never below `ADAPTIVE_TIMEOUT_FLOOR`; None otherwise (the
         configured attempt timeout alone).
         """
-        factor = self.guards.timeout_factor if self.guards is not None else None
+        guards = self.guards
         baseline = breaker.baseline
-        if factor is None or baseline is None or not baseline.armed:
-            call.attempt_cap = None
-            return
-        cap = factor * baseline.p95
-        call.attempt_cap = (
-            cap if cap > ADAPTIVE_TIMEOUT_FLOOR else ADAPTIVE_TIMEOUT_FLOOR
-        )
+        if (
+            guards is None
+            or guards.timeout_factor is None
+            or baseline is None
+            or not baseline.armed
+        ):
+            return None
+        cap = guards.timeout_factor * baseline.p95
+        return cap if cap > ADAPTIVE_TIMEOUT_FLOOR else ADAPTIVE_TIMEOUT_FLOOR
 
     def is_failure(self, response: httpx.Response) -> bool:
         """Whether an answer counts against the host."""
@@ -277,7 +279,7 @@ class AsyncBreaker(AsyncDriver[BreakerStrategy]):
             ticket = strategy.acquire(breaker, call)
         start = 0.0
         if self._guarded:
-            strategy.cap(breaker, call)
+            call.attempt_cap = strategy.attempt_cap(breaker)
             start = self._now()
         try:
             response = await self._next.handle(request, call)
@@ -331,7 +333,7 @@ class SyncBreaker(SyncDriver[BreakerStrategy]):
             ticket = PASS
         start = 0.0
         if self._guarded:
-            strategy.cap(breaker, call)
+            call.attempt_cap = strategy.attempt_cap(breaker)
             start = self._now()
         try:
             response = self._next.handle_sync(request, call)
