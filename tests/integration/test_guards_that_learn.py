@@ -66,11 +66,15 @@ async def test_a_hang_is_cut_at_the_hosts_own_p95_not_the_configured_timeout(
     assert f"{learned.attempt_timeout:g} s" in str(raised.value)
 
 
-def test_the_sync_client_learns_and_cuts_the_same_way(fault_server: FaultServer) -> None:
+def test_the_sync_client_learns_and_cuts_the_same_way(
+    fault_server: FaultServer,
+) -> None:
     key = uuid.uuid4().hex
     with create_client("catalog", OPTIONS) as client:
         for _ in range(LEARNED):
-            assert client.get(f"{fault_server.url}/healthy?key={key}").status_code == 200
+            assert (
+                client.get(f"{fault_server.url}/healthy?key={key}").status_code == 200
+            )
         (host,) = health(client).hosts
         assert host.host == _host(fault_server.url)
         learned = host.baseline
