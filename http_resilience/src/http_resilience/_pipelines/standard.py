@@ -196,13 +196,13 @@ class HttpResilienceOptions(BaseModel):
             half as much after this long. Default 10 minutes.
         adaptive_timeout_factor: Once a host's baseline is armed, its attempt
             timeout is at most this many times the host's 95th percentile
-            (never below 100 ms, never above `attempt_timeout`). Default 3.0;
+            (never below 1 s, never above `attempt_timeout`). Default 3.0;
             None: `attempt_timeout` alone.
         breaker_baseline_factor: Once armed, a host's breaker trips on this
             many times its own error rate, never below `failure_ratio`, never
             above 1. Default 5.0; None: `failure_ratio` alone.
         slow_call_factor: Once armed, an attempt is slow when it took longer
-            than this many times the host's median (and at least 50 ms), or
+            than this many times the host's median (and at least 100 ms), or
             its attempt timeout cut it; the breaker also opens when
             `slow_call_ratio` of its window is slow. Default 3.0; None: off.
         slow_call_ratio: That share, in (0, 1]. Default 0.5.

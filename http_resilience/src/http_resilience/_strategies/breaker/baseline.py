@@ -32,7 +32,7 @@ STEP: Final = 2**0.25
 BUCKETS: Final = 84
 """Buckets from `LOWEST` to about 10 minutes; a longer latency counts as the last."""
 
-SLOW_CALL_FLOOR: Final = 0.05
+SLOW_CALL_FLOOR: Final = 0.1
 """Seconds an attempt must take at least to be slow: on a host of a few
 milliseconds, a scheduling hiccup is not a slow call."""
 

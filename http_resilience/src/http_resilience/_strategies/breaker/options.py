@@ -86,13 +86,13 @@ class BreakerOptions(SyncStepDefaults, BaseModel):
             half as much after this long. Default 10 minutes.
         adaptive_timeout_factor: Once the host's baseline is armed, the attempt
             timeout inside this breaker is at most this many times the host's
-            95th percentile (never below 100 ms). Default None here (off; the
+            95th percentile (never below 1 s). Default None here (off; the
             standard pipeline's is 3.0).
         breaker_baseline_factor: Once armed, the breaker trips on this many
             times the host's own error rate, never below `failure_ratio` and
             never above 1. Default None here (off; standard: 5.0).
         slow_call_factor: Once armed, an attempt is slow when it took longer
-            than this many times the host's median (and at least 50 ms), or
+            than this many times the host's median (and at least 100 ms), or
             its attempt timeout cut it. Default None here (off; standard: 3.0).
         slow_call_ratio: The share of slow attempts in the window (with at
             least `minimum_throughput` attempts) that opens the breaker.

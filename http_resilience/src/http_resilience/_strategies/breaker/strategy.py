@@ -42,7 +42,7 @@ __all__ = [
     "ThreadedBreakers",
 ]
 
-ADAPTIVE_TIMEOUT_FLOOR: Final = 0.1
+ADAPTIVE_TIMEOUT_FLOOR: Final = 1.0
 """Seconds an adaptive attempt timeout never goes below: a fast host is not
 cut by a scheduling hiccup."""
 
