@@ -103,6 +103,13 @@ def clients() -> dict[str, Callable[[], Any]]:
         "ours: standard, budget and quota off": lambda: resilient(
             options=HttpResilienceOptions(retry_budget_ratio=None, quota_reserve=None)
         ),
+        "ours: standard, the adaptive rules off": lambda: resilient(
+            options=HttpResilienceOptions(
+                adaptive_timeout_factor=None,
+                breaker_baseline_factor=None,
+                slow_call_factor=None,
+            )
+        ),
         "ours: add_retry()": lambda: resilient(ResiliencePipeline().add_retry()),
         "ours: add_retry().add_breaker()": lambda: resilient(
             ResiliencePipeline().add_retry().add_breaker()

@@ -105,6 +105,11 @@ SERVER_LIFETIME_S = 300
 SERVE_FLAG = "--serve"
 MOCK_URL = "http://bench.invalid/ok"
 STACK_LABEL = "stacked single-purpose peers"
+BUDGET_BASELINE_US = 1.0  # issue 28: each host's baseline, per request
+RULES_OFF_LABEL = "ours, the adaptive rules off"
+RULES_OFF = http_resilience.HttpResilienceOptions(
+    adaptive_timeout_factor=None, breaker_baseline_factor=None, slow_call_factor=None
+)
 
 Message = dict[str, Any]
 AsyncCall = Callable[[], Awaitable[httpx.Response]]
@@ -442,6 +447,11 @@ async def async_rows(
         built = factory() if loopback else httpx.AsyncClient(transport=factory(inner))
         resilient = await stack.enter_async_context(built)
         rows.append(AsyncRow(label, call=lambda: resilient.get(url)))
+        if not loopback:
+            unlearned = await stack.enter_async_context(
+                httpx.AsyncClient(transport=factory(inner, options=RULES_OFF))
+            )
+            rows.append(AsyncRow(RULES_OFF_LABEL, call=lambda: unlearned.get(url)))
     return rows
 
 
@@ -481,6 +491,11 @@ def sync_rows(
         built = factory() if loopback else httpx.Client(transport=factory(inner))
         resilient = stack.enter_context(built)
         rows.append(SyncRow(label, call=lambda: resilient.get(url)))
+        if not loopback:
+            unlearned = stack.enter_context(
+                httpx.Client(transport=factory(inner, options=RULES_OFF))
+            )
+            rows.append(SyncRow(RULES_OFF_LABEL, call=lambda: unlearned.get(url)))
     return rows
 
 
@@ -554,6 +569,16 @@ def report_ratio(section: Section) -> None:
         ratio = (mine.us - bare.us) / (peer.us - bare.us)
         verdict = "within" if ratio <= budget else "OVER"
         print(f"{label:<46} {ratio:>7.2f}x {'':>10} {f'<={budget}x':>8}  {verdict}")
+    unlearned = next(
+        (row for row in section.rows if row.label == RULES_OFF_LABEL), None
+    )
+    if unlearned is not None and not (mine.note or unlearned.note):
+        # Issue 28: what each host's baseline (learning, the three rules) costs.
+        cost = mine.us - unlearned.us
+        verdict = "within" if cost <= BUDGET_BASELINE_US else "OVER"
+        label = "  COST the baseline (ours - rules off), us"
+        bound = f"<={BUDGET_BASELINE_US}"
+        print(f"{label:<46} {cost:>+8.2f} {'':>10} {bound:>8}  {verdict}")
 
 
 # --- amplification -------------------------------------------------------------
