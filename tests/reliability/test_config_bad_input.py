@@ -64,6 +64,8 @@ POLICY = "partial stream policy"
 CALLABLE = "callable"
 OPTIONAL_CALLABLE = "callable or None"
 CLOCK = "clock"
+FACTOR_OR_OFF = "factor at least 1, or None"
+SLOW_FACTOR_OR_OFF = "factor above 1, or None"
 
 FIELDS: dict[type[pydantic.BaseModel], dict[str, str]] = {
     HttpResilienceOptions: {
@@ -98,6 +100,13 @@ FIELDS: dict[type[pydantic.BaseModel], dict[str, str]] = {
         "nested_retries": NESTED,
         "buffer_responses": FLAG,
         "max_buffered_bytes": POSITIVE_COUNT,
+
+        "baseline_min_samples": POSITIVE_COUNT,
+        "baseline_half_life": POSITIVE_DURATION,
+        "adaptive_timeout_factor": FACTOR_OR_OFF,
+        "breaker_baseline_factor": FACTOR_OR_OFF,
+        "slow_call_factor": SLOW_FACTOR_OR_OFF,
+        "slow_call_ratio": RATIO,
     },
     RetryBudgetOptions: {
         "retry_budget_ratio": SHARE,
@@ -127,6 +136,12 @@ FIELDS: dict[type[pydantic.BaseModel], dict[str, str]] = {
         "maximum_hosts": POSITIVE_COUNT,
         "breaker_on_status": STATUSES,
         "should_break": OPTIONAL_CALLABLE,
+        "baseline_min_samples": POSITIVE_COUNT,
+        "baseline_half_life": POSITIVE_DURATION,
+        "adaptive_timeout_factor": FACTOR_OR_OFF,
+        "breaker_baseline_factor": FACTOR_OR_OFF,
+        "slow_call_factor": SLOW_FACTOR_OR_OFF,
+        "slow_call_ratio": RATIO,
     },
     ConcurrencyLimiterOptions: {
         "concurrency_limit": POSITIVE_COUNT,
@@ -282,6 +297,8 @@ INVALID: dict[str, list[object]] = {
 }
 INVALID[SHARE] = [*INVALID[SHARE_OR_OFF], None, "none"]
 INVALID[RESERVE_OR_OFF] = [*INVALID[SHARE_OR_OFF], 1, 1.0, "1", 1.5]
+INVALID[FACTOR_OR_OFF] = [*INVALID[SHARE_OR_OFF], 0, 0.5, "0.99"]
+INVALID[SLOW_FACTOR_OR_OFF] = [*INVALID[SHARE_OR_OFF], 0, 1, 1.0, "1"]
 INVALID[STATUSES] = [
     600,
     99,
@@ -343,6 +360,8 @@ VALID: dict[str, list[object]] = {
     SHARE: [0, 0.0, "0", 0.2, 5e-324, 1, 3.5, 1000],
     SHARE_OR_OFF: [0, 0.2, 5, None, "none", "None", " OFF ", "null"],
     RESERVE_OR_OFF: [0, 0.0, 0.1, 0.999, None, "none", "off"],
+    FACTOR_OR_OFF: [1, 1.0, "1", 3, 5.0, 1000, None, "none", " OFF "],
+    SLOW_FACTOR_OR_OFF: [1.0000001, 3, "3.0", None, "none"],
     STATUSES: [[], 503, "503", "429, 500-504", [408, range(500, 600)], {599, 100}],
     METHODS: ["get", ["GET", "post"], "GET, PUT", [], "M-SEARCH"],
     BACKOFF: ["exponential", "linear", "constant"],

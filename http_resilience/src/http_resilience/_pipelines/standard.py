@@ -200,7 +200,8 @@ class HttpResilienceOptions(BaseModel):
             None: `attempt_timeout` alone.
         breaker_baseline_factor: Once armed, a host's breaker trips on this
             many times its own error rate, never below `failure_ratio`, never
-            above 1. Default 5.0; None: `failure_ratio` alone.
+            above halfway from that rate to 1. Default 5.0; None:
+            `failure_ratio` alone.
         slow_call_factor: Once armed, an attempt is slow when it took longer
             than this many times the host's median (and at least 100 ms), or
             its attempt timeout cut it; the breaker also opens when

@@ -36,8 +36,9 @@ SLOW_CALL_FLOOR: Final = 0.1
 """Seconds an attempt must take at least to be slow: on a host of a few
 milliseconds, a scheduling hiccup is not a slow call."""
 
-_RESCALE: Final = 2.0**64
-"""Past this weight every count is divided by it: the numbers stay finite."""
+_RESCALE: Final = 64.0
+"""Half-lives after the origin past which every count is weighed anew: the
+weights stay finite (below 2 ** 64)."""
 
 _REFRESH: Final = 16
 """The quantiles are read again from the buckets every this many latencies."""
@@ -125,10 +126,12 @@ class Baseline:
         origin = self._origin
         if origin is None:
             origin = self._origin = now
-        weight = math.exp2((now - origin) * self._inverse_half_life)
-        if weight > _RESCALE:
-            self._rescale(weight, now)
-            weight = 1.0
+        halvings = (now - origin) * self._inverse_half_life
+        if halvings > _RESCALE:
+            # Before the weight could overflow: every count now weighs 1 at `now`.
+            self._rescale(halvings, now)
+            halvings = 0.0
+        weight = math.exp2(halvings)
         self._total += weight
         if failed:
             self._failed += weight
@@ -153,13 +156,17 @@ class Baseline:
     def unlearn(self, total: int, failed: int, now: float) -> None:
         """Take back `total` attempts (`failed` of them failures) learned just now.
 
-        The window that tripped the breaker is the outage: its attempts are
-        no part of the host's normal (their latencies stay; a failure has none).
+        The onset of the outage that tripped the breaker is no part of the
+        host's normal (latencies stay; a failure has none).
         """
         origin = self._origin
         if origin is None:
             return
-        weight = math.exp2((now - origin) * self._inverse_half_life)
+        halvings = (now - origin) * self._inverse_half_life
+        if halvings > _RESCALE:
+            self._rescale(halvings, now)
+            halvings = 0.0
+        weight = math.exp2(halvings)
         self._total = max(self._total - total * weight, 0.0)
         self._failed = max(self._failed - failed * weight, 0.0)
         if self._failed > self._total:
@@ -201,15 +208,20 @@ class Baseline:
         self.p50, self.p95 = self.quantiles(0.5, 0.95)
         self.rate = self.error_rate
 
-    def _rescale(self, weight: float, now: float) -> None:
-        """Divide every count by `weight`: `now` becomes the origin."""
+    def _rescale(self, halvings: float, now: float) -> None:
+        """Weigh every count as of `now`, `halvings` half-lives after the origin.
+
+        Each is multiplied by 2 ** -halvings (0.0 when that underflows: what is
+        that old no longer counts), and `now` becomes the origin.
+        """
         self._origin = now
-        self._total /= weight
-        self._failed /= weight
+        scale = math.exp2(-halvings)
+        self._total *= scale
+        self._failed *= scale
         counts = self._counts
         if counts is not None:
             for index in range(BUCKETS):
-                counts[index] /= weight
+                counts[index] *= scale
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,7 +233,7 @@ class Guards:
         min_samples: Attempts before it is armed.
         error_factor: Once armed, the breaker trips on this many times the
             host's own error rate (never below its `failure_ratio`, never
-            above 1); None: on `failure_ratio` alone.
+            above halfway from that rate to 1); None: on `failure_ratio` alone.
         slow_factor: Once armed, an attempt is slow when it took longer than
             this many times the host's median (or was cut by its attempt
             timeout); None: no attempt is slow.

@@ -90,7 +90,8 @@ class BreakerOptions(SyncStepDefaults, BaseModel):
             standard pipeline's is 3.0).
         breaker_baseline_factor: Once armed, the breaker trips on this many
             times the host's own error rate, never below `failure_ratio` and
-            never above 1. Default None here (off; standard: 5.0).
+            never above halfway from that rate to 1. Default None here (off;
+            standard: 5.0).
         slow_call_factor: Once armed, an attempt is slow when it took longer
             than this many times the host's median (and at least 100 ms), or
             its attempt timeout cut it. Default None here (off; standard: 3.0).

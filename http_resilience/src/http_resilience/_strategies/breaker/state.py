@@ -120,6 +120,7 @@ class CircuitBreaker:
         "_slow",
         "_slows",
         "_state",
+        "_taught",
         "_total",
         "_totals",
         "_width",
@@ -172,6 +173,9 @@ class CircuitBreaker:
         self._head_slow = 0
         self._slow = 0
         self._slows = _NO_COUNTS
+        # Failures taught the baseline since the window last failed no more
+        # than the host's own rate: the onset of an outage, taken back on a trip.
+        self._taught = 0
 
     @property
     def state(self) -> BreakerState:
@@ -256,6 +260,8 @@ class CircuitBreaker:
 
         The attempt teaches the baseline unless the window is halfway to a
         trip (once armed): a failing host's attempts are no part of its normal.
+        On a trip, the failures taught since the window last failed no more
+        than the host's own rate (the outage's onset) are taken back.
         """
         guards = self._guards
         armed = baseline.armed
@@ -276,8 +282,12 @@ class CircuitBreaker:
         ):
             cut = seconds is not None and seconds == math.inf
             baseline.learn(None if cut else seconds, failed=failed, now=now)
+            if failed:
+                self._taught += 1
             if not armed and baseline.armed:
                 threshold = self._threshold(baseline)
+        if self._failed <= baseline.rate * total:
+            self._taught = 0
         if total < self._minimum:
             return
         if (
@@ -285,7 +295,8 @@ class CircuitBreaker:
             or (slow and self._slow / total >= guards.slow_ratio)
             or (failed and threshold > self._ratio and self._recent() >= threshold)
         ):
-            baseline.unlearn(self._total, self._failed, now)
+            baseline.unlearn(self._taught, self._taught, now)
+            self._taught = 0
             baseline.disarm()
             self._open(now)
 
