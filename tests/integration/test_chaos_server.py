@@ -270,3 +270,24 @@ async def test_a_route_it_does_not_know_is_404_and_not_counted(
         ):
             assert (await client.get(path)).status_code == 404
     assert server.hits() == before
+
+
+async def test_an_outage_meets_every_request_with_its_fate_then_the_plan_again(
+    server: ChaosServer,
+) -> None:
+    async with httpx.AsyncClient(base_url=server.url, timeout=GENEROUS) as client:
+        with server.outage() as down:
+            assert down.ended is None
+            during = [fated("ok") for _ in range(5)]
+            statuses = [(await client.get(path)).status_code for _, path in during]
+        assert down.ended is not None
+        assert down.began < down.ended
+        after, path = fated("ok")
+        assert (await client.get(path)).status_code == 200
+    assert statuses == [503] * 5
+    hits = server.hits()
+    for call, _ in during:
+        (hit,) = hits[call]
+        assert hit.fate == "503-retry-after"
+        assert down.began <= hit.received <= down.ended
+    assert [hit.fate for hit in hits[after]] == ["ok"]

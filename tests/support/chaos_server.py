@@ -27,6 +27,9 @@ ones the client never gets an answer to included. Error bodies (503, 429,
 cut) carry `ChaosPlan.secret`, a planted secret no client log may repeat.
 
 ``fate=NAME`` in the query forces a fate, for tests of the server itself.
+`ChaosServer.outage` takes the server down for a stretch of real time: every
+request that arrives meanwhile meets one fate (a 503), whatever the plan and
+the query say, and the `Outage` it yields records when it began and ended.
 The server sends its own ``Date`` on every answer. Times are read on the
 process's monotonic clock (`SystemClock`), the one the client reads too.
 """
@@ -70,6 +73,7 @@ __all__ = [
     "Decision",
     "Fate",
     "Hit",
+    "Outage",
     "serve_chaos",
 ]
 
@@ -197,6 +201,21 @@ class Hit:
 
 
 @dataclass
+class Outage:
+    """A stretch in which the server met every request with one fate.
+
+    Attributes:
+        fate: The fate every request met.
+        began: When it began, on the process's monotonic clock.
+        ended: When it ended; None while it lasts.
+    """
+
+    fate: Fate
+    began: float
+    ended: float | None = None
+
+
+@dataclass
 class _Log:
     """Every hit, written on the server's thread and read on the tests'."""
 
@@ -255,6 +274,8 @@ class ChaosApp:
     plan: ChaosPlan
     log: _Log = field(default_factory=_Log)
     started: threading.Event = field(default_factory=threading.Event)
+    # Read and written under the log's lock: a request is in the outage or not.
+    down: Fate | None = None
 
     async def __call__(self, scope: Message, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -279,7 +300,8 @@ class ChaosApp:
                 fate = name
 
         def decide(hit: int) -> Decision:
-            return self.plan.decide(call, hit, fate=fate)
+            # Called under the log's lock, as the outage switches.
+            return self.plan.decide(call, hit, fate=self.down or fate)
 
         hit, decision = self.log.enter(call, scope["method"], keyed, decide)
         answered = False
@@ -355,6 +377,24 @@ class ChaosServer:
         """Requests whose client left before their answer, by fate."""
         with self.app.log.changed:
             return Counter(self.app.log.aborted)
+
+    @contextmanager
+    def outage(self, fate: Fate = "503-retry-after") -> Generator[Outage, None, None]:
+        """Meet every request that arrives inside the block with `fate`.
+
+        The plan and a forced ``fate=`` aside: the server is down. Requests
+        already begun keep the fate they drew.
+        """
+        log = self.app.log
+        with log.changed:
+            self.app.down = fate
+            down = Outage(fate, _CLOCK.monotonic())
+        try:
+            yield down
+        finally:
+            with log.changed:
+                self.app.down = None
+                down.ended = _CLOCK.monotonic()
 
     async def wait_idle(self, *, limit: float = 5.0) -> None:
         """Wait until the server has finished every request it has begun.
