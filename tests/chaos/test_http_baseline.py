@@ -208,6 +208,8 @@ async def test_a_host_failing_a_fifth_as_its_normal_trips_only_when_it_goes_down
                 assert set(outage_kinds) <= {"503", "BrokenCircuitError"}
                 assert outage_kinds["BrokenCircuitError"] < WORKERS
                 _, at_open = run.host()
+                # The outage's onset is taken back: the rate it had stays.
+                assert NORMAL_FAILURES / 2 < at_open.error_rate < 0.35
                 first += OUTAGE_ORDERS
                 # While it is open, orders fail fast and reach no server.
                 refused = await run.many(range(first, first + REFUSED))
