@@ -336,7 +336,7 @@ def _baseline(
     if baseline is None:
         return None
     p50, p95 = baseline.quantiles(0.5, 0.95)
-    cap = strategy.attempt_cap(breaker)
+    cap = breaker.attempt_cap()
     return BaselineHealth(
         armed=baseline.armed,
         samples=baseline.samples,

@@ -21,7 +21,15 @@ from array import array
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["BUCKETS", "LOWEST", "SLOW_CALL_FLOOR", "STEP", "Baseline", "Guards"]
+__all__ = [
+    "ADAPTIVE_TIMEOUT_FLOOR",
+    "BUCKETS",
+    "LOWEST",
+    "SLOW_CALL_FLOOR",
+    "STEP",
+    "Baseline",
+    "Guards",
+]
 
 LOWEST: Final = 0.0005
 """The lowest latency bucket's upper edge, in seconds: half a millisecond."""
@@ -31,6 +39,10 @@ STEP: Final = 2**0.25
 
 BUCKETS: Final = 84
 """Buckets from `LOWEST` to about 10 minutes; a longer latency counts as the last."""
+
+ADAPTIVE_TIMEOUT_FLOOR: Final = 1.0
+"""Seconds an adaptive attempt timeout never goes below: on a busy machine,
+scheduling noise alone takes a fast host's attempt past 100 ms."""
 
 SLOW_CALL_FLOOR: Final = 0.1
 """Seconds an attempt must take at least to be slow: on a host of a few
@@ -63,6 +75,8 @@ class Baseline:
             16 latencies learned while armed (`quantiles` reads them now).
         p95: Its 95th percentile, the same way.
         rate: `error_rate` as last read, when the quantiles were.
+        reads: How many times `p50`, `p95`, `rate` or `armed` changed: a
+            reader caches what it derives from them until this moves.
 
     Example:
         >>> baseline = Baseline(half_life=600.0, min_samples=3)
@@ -87,6 +101,7 @@ class Baseline:
         "p50",
         "p95",
         "rate",
+        "reads",
         "samples",
     )
 
@@ -108,6 +123,7 @@ class Baseline:
         self.p50 = 0.0
         self.p95 = 0.0
         self.rate = 0.0
+        self.reads = 0
 
     @property
     def error_rate(self) -> float:
@@ -180,6 +196,7 @@ class Baseline:
         """
         self.armed = False
         self.samples = 0
+        self.reads += 1
 
     def quantiles(self, *shares: float) -> tuple[float, ...]:
         """The latencies below which each of `shares` of the successes took.
@@ -207,6 +224,7 @@ class Baseline:
     def _read_quantiles(self) -> None:
         self.p50, self.p95 = self.quantiles(0.5, 0.95)
         self.rate = self.error_rate
+        self.reads += 1
 
     def _rescale(self, halvings: float, now: float) -> None:
         """Weigh every count as of `now`, `halvings` half-lives after the origin.

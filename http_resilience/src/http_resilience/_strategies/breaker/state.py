@@ -23,6 +23,7 @@ from typing import Final, TypeAlias
 
 from http_resilience._core.events import CLOSED, HALF_OPEN, OPEN, BreakerState
 from http_resilience._strategies.breaker.baseline import (
+    ADAPTIVE_TIMEOUT_FLOOR,
     SLOW_CALL_FLOOR,
     Baseline,
     Guards,
@@ -117,14 +118,17 @@ class CircuitBreaker:
         "_open_until",
         "_probing",
         "_ratio",
+        "_read",
         "_slow",
         "_slows",
         "_state",
         "_taught",
         "_total",
+        "_trip",
         "_totals",
         "_width",
         "baseline",
+        "cap",
         "closed",
         "key",
     )
@@ -176,6 +180,12 @@ class CircuitBreaker:
         # Failures taught the baseline since the window last failed no more
         # than the host's own rate: the onset of an outage, taken back on a trip.
         self._taught = 0
+        # What the rules derive from the baseline, as of its `reads`-th read.
+        self._read = 0
+        self._trip = failure_ratio
+        self.cap: float | None = None
+        """The most seconds its baseline gives an attempt (`Call.attempt_cap`);
+        None: the attempt timeout's own."""
 
     @property
     def state(self) -> BreakerState:
@@ -275,7 +285,9 @@ class CircuitBreaker:
             self._head_failed += 1
             self._failed += 1
         total = self._total
-        threshold = self._threshold(baseline)
+        if baseline.reads != self._read:
+            self._derive(baseline)
+        threshold = self._trip
         if not armed or (
             self._failed < (baseline.rate + threshold) / 2 * total
             and self._slow < guards.slow_ratio / 2 * total
@@ -284,8 +296,9 @@ class CircuitBreaker:
             baseline.learn(None if cut else seconds, failed=failed, now=now)
             if failed:
                 self._taught += 1
-            if not armed and baseline.armed:
-                threshold = self._threshold(baseline)
+            if baseline.reads != self._read:
+                self._derive(baseline)
+                threshold = self._trip
         if self._failed <= baseline.rate * total:
             self._taught = 0
         if total < self._minimum:
@@ -298,6 +311,7 @@ class CircuitBreaker:
             baseline.unlearn(self._taught, self._taught, now)
             self._taught = 0
             baseline.disarm()
+            self._derive(baseline)
             self._open(now)
 
     def _recent(self) -> float:
@@ -323,22 +337,44 @@ class CircuitBreaker:
 
     def threshold(self) -> float:
         """The failure ratio that trips the breaker now (its baseline's, once armed)."""
-        if self.baseline is None:
-            return self._ratio
-        return self._threshold(self.baseline)
+        baseline = self.baseline
+        if baseline is not None and baseline.reads != self._read:
+            self._derive(baseline)
+        return self._trip
 
-    def _threshold(self, baseline: Baseline) -> float:
-        factor = self._guards.error_factor
-        if factor is None or not baseline.armed:
-            return self._ratio
-        # Never above halfway from the host's normal to failing every attempt:
-        # a host that fails that much more than usual is failing.
-        rate = baseline.rate
-        own = factor * rate
-        highest = (1.0 + rate) / 2
-        if own > highest:
-            own = highest
-        return own if own > self._ratio else self._ratio
+    def attempt_cap(self) -> float | None:
+        """`cap`, as the baseline is now."""
+        baseline = self.baseline
+        if baseline is not None and baseline.reads != self._read:
+            self._derive(baseline)
+        return self.cap
+
+    def _derive(self, baseline: Baseline) -> None:
+        """The trip ratio and the attempt cap from the baseline's last read.
+
+        Read once per change of the baseline, not per attempt: the trip
+        ratio is `error_factor` times the host's rate, never below
+        `failure_ratio` and never above halfway from that rate to 1 (a host
+        failing that much more than usual is failing); the cap is
+        `timeout_factor` times its p95, never below `ADAPTIVE_TIMEOUT_FLOOR`.
+        """
+        self._read = baseline.reads
+        guards = self._guards
+        self._trip = self._ratio
+        self.cap = None
+        if not baseline.armed:
+            return
+        if guards.error_factor is not None:
+            rate = baseline.rate
+            own = guards.error_factor * rate
+            highest = (1.0 + rate) / 2
+            if own > highest:
+                own = highest
+            if own > self._ratio:
+                self._trip = own
+        if guards.timeout_factor is not None:
+            cap = guards.timeout_factor * baseline.p95
+            self.cap = cap if cap > ADAPTIVE_TIMEOUT_FLOOR else ADAPTIVE_TIMEOUT_FLOOR
 
     def release(self, ticket: Ticket) -> None:
         """Give back `ticket` without an outcome; a probe's turn passes on."""

@@ -35,16 +35,11 @@ if TYPE_CHECKING:
     from http_resilience._strategies.breaker.options import BreakerOptions
 
 __all__ = [
-    "ADAPTIVE_TIMEOUT_FLOOR",
     "AsyncBreaker",
     "BreakerStrategy",
     "SyncBreaker",
     "ThreadedBreakers",
 ]
-
-ADAPTIVE_TIMEOUT_FLOOR: Final = 1.0
-"""Seconds an adaptive attempt timeout never goes below: a fast host is not
-cut by a scheduling hiccup."""
 
 
 def _both(first: HostTransition, second: HostTransition) -> HostTransition:
@@ -194,25 +189,6 @@ class BreakerStrategy:
         key = call.host if self.registry is not None else ALL_HOSTS
         return key in manual.isolated
 
-    def attempt_cap(self, breaker: CircuitBreaker) -> float | None:
-        """The most seconds an attempt to `breaker`'s host is given, by its baseline.
-
-        `timeout_factor` times the host's 95th percentile once the baseline
-        is armed, never below `ADAPTIVE_TIMEOUT_FLOOR`; None otherwise (the
-        configured attempt timeout alone).
-        """
-        guards = self.guards
-        baseline = breaker.baseline
-        if (
-            guards is None
-            or guards.timeout_factor is None
-            or baseline is None
-            or not baseline.armed
-        ):
-            return None
-        cap = guards.timeout_factor * baseline.p95
-        return cap if cap > ADAPTIVE_TIMEOUT_FLOOR else ADAPTIVE_TIMEOUT_FLOOR
-
     def is_failure(self, response: httpx.Response) -> bool:
         """Whether an answer counts against the host."""
         if self._classify is None:
@@ -279,7 +255,7 @@ class AsyncBreaker(AsyncDriver[BreakerStrategy]):
             ticket = strategy.acquire(breaker, call)
         start = 0.0
         if self._guarded:
-            call.attempt_cap = strategy.attempt_cap(breaker)
+            call.attempt_cap = breaker.cap
             start = self._now()
         try:
             response = await self._next.handle(request, call)
@@ -333,7 +309,7 @@ class SyncBreaker(SyncDriver[BreakerStrategy]):
             ticket = PASS
         start = 0.0
         if self._guarded:
-            call.attempt_cap = strategy.attempt_cap(breaker)
+            call.attempt_cap = breaker.cap
             start = self._now()
         try:
             response = self._next.handle_sync(request, call)
