@@ -11,6 +11,7 @@ from http_resilience import testing
 def test_the_public_names_are_pinned_and_sorted() -> None:
     assert package.__all__ == sorted(package.__all__)
     assert set(package.__all__) == {
+        "AdaptiveLimiterOptions",
         "AsyncResilientTransport",
         "AttemptEvent",
         "AttemptStalledError",

@@ -12,6 +12,7 @@ from typing import assert_type
 import httpx
 
 from http_resilience import (
+    AdaptiveLimiterOptions,
     AsyncResilientTransport,
     AttemptEvent,
     BreakerOptions,
@@ -88,6 +89,7 @@ async def typed_pipeline() -> None:
         .add_retry(RetryOptions(max_retry_attempts=2))
         .add_breaker(BreakerOptions())
         .add_limiter(ConcurrencyLimiterOptions())
+        .add_adaptive_limiter(AdaptiveLimiterOptions(max_limit=200))
         .add_hedging(HedgingOptions(delay=timedelta(milliseconds=200)))
         .add_timeout("300ms")
     )

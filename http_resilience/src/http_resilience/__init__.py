@@ -59,6 +59,7 @@ from http_resilience._middleware.asgi_context import ResilienceContextMiddleware
 from http_resilience._pipelines.custom import ResiliencePipeline
 from http_resilience._pipelines.standard import HttpResilienceOptions
 from http_resilience._primitives.public_names import publish as _publish
+from http_resilience._strategies.adaptive.options import AdaptiveLimiterOptions
 from http_resilience._strategies.breaker.options import BreakerOptions
 from http_resilience._strategies.budget.options import RetryBudgetOptions
 from http_resilience._strategies.concurrency.options import ConcurrencyLimiterOptions
@@ -81,6 +82,7 @@ LimiterOptions = ConcurrencyLimiterOptions
 """The name `ConcurrencyLimiterOptions` had before; the same class."""
 
 __all__ = [
+    "AdaptiveLimiterOptions",
     "AsyncResilientTransport",
     "AttemptEvent",
     "AttemptStalledError",

@@ -65,6 +65,7 @@ def test_the_defaults_are_the_standard_pipeline() -> None:
         "breaker_baseline_factor": 5.0,
         "slow_call_factor": 3.0,
         "slow_call_ratio": 0.5,
+        "adaptive_concurrency": False,
     }
     assert HttpResilienceOptions.SECTION == "resilience.http"
 

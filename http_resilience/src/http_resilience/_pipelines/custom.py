@@ -15,6 +15,7 @@ from pydantic import BaseModel
 
 from http_resilience._core.builder import StepOptions, async_only
 from http_resilience._primitives.durations import DurationInput
+from http_resilience._strategies.adaptive.options import AdaptiveLimiterOptions
 from http_resilience._strategies.breaker.options import BreakerOptions
 from http_resilience._strategies.budget.options import RetryBudgetOptions
 from http_resilience._strategies.concurrency.options import ConcurrencyLimiterOptions
@@ -196,6 +197,33 @@ class ResiliencePipeline:
         """
         return self._with(
             _options(ConcurrencyLimiterOptions, options, fields, "add_limiter")
+        )
+
+    def add_adaptive_limiter(
+        self, options: AdaptiveLimiterOptions | None = None, /, **fields: Any
+    ) -> ResiliencePipeline:
+        """Add a concurrency limit per host, learned from its latency, around the rest.
+
+        The limit moves from `initial_limit` within [`min_limit`,
+        `max_limit`]: cut at once when the host's latency rises above its
+        baseline, grown slowly while it does not. A request beyond the limit
+        and its queue is refused with `RateLimitedError` (reason
+        ``"concurrency_limit"``), never retried, no evidence to a breaker.
+
+        Args:
+            options: The limiter's options; default `AdaptiveLimiterOptions()`.
+            **fields: `AdaptiveLimiterOptions` fields, instead of `options`.
+
+        Raises:
+            pydantic.ValidationError: A field is invalid or unknown (named).
+            TypeError: Both `options` and fields, or `options` of another type.
+
+        Example:
+            >>> ResiliencePipeline().add_adaptive_limiter(max_limit=200).add_retry()
+            ResiliencePipeline(adaptive limiter, retry)
+        """
+        return self._with(
+            _options(AdaptiveLimiterOptions, options, fields, "add_adaptive_limiter")
         )
 
     def add_rate_limiter(

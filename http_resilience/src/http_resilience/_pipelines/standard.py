@@ -43,6 +43,10 @@ from http_resilience._pipelines.config import (
 from http_resilience._primitives.backoff import delays_problem
 from http_resilience._primitives.durations import in_seconds
 from http_resilience._primitives.setting import default
+from http_resilience._strategies.adaptive.options import (
+    DEFAULT_INITIAL_LIMIT,
+    AdaptiveLimiterOptions,
+)
 from http_resilience._strategies.breaker.options import (
     DEFAULT_ADAPTIVE_TIMEOUT_FACTOR,
     DEFAULT_BASELINE_HALF_LIFE,
@@ -207,6 +211,9 @@ class HttpResilienceOptions(BaseModel):
             its attempt timeout cut it; the breaker also opens when
             `slow_call_ratio` of its window is slow. Default 3.0; None: off.
         slow_call_ratio: That share, in (0, 1]. Default 0.5.
+        adaptive_concurrency: Replace the concurrency limiter by a limit per
+            host learned from the host's latency (`AdaptiveLimiterOptions`),
+            at most `concurrency_limit`, with `queue_limit`. Default False.
 
     Durations accept a `timedelta`, a number of seconds, ``"200ms"``, ``"2s"``,
     ``"5m"``, ``"1h"`` or ISO 8601 (``"PT0.2S"``), up to 24 days each.
@@ -275,6 +282,7 @@ class HttpResilienceOptions(BaseModel):
         default=DEFAULT_SLOW_CALL_FACTOR, gt=1.0, allow_inf_nan=False
     )
     slow_call_ratio: UnitRatio = DEFAULT_SLOW_CALL_RATIO
+    adaptive_concurrency: bool = False
 
     @model_validator(mode="after")
     def _check_timing(self, info: ValidationInfo) -> Self:
@@ -366,7 +374,7 @@ def standard_steps(options: HttpResilienceOptions) -> tuple[StepOptions, ...]:
     Each strategy's options take their fields from the same-named ones here.
     """
     steps: list[StepOptions] = [
-        _part(ConcurrencyLimiterOptions, options),
+        _limiter(options),
         TimeoutOptions(timeout=options.total_request_timeout),
     ]
     if options.retry_budget_ratio is not None:
@@ -382,6 +390,18 @@ def standard_steps(options: HttpResilienceOptions) -> tuple[StepOptions, ...]:
         )
     )
     return tuple(steps)
+
+
+def _limiter(options: HttpResilienceOptions) -> StepOptions:
+    """The static limiter, or with `adaptive_concurrency` the adaptive one."""
+    if not options.adaptive_concurrency:
+        return _part(ConcurrencyLimiterOptions, options)
+    return AdaptiveLimiterOptions(
+        max_limit=options.concurrency_limit,
+        initial_limit=min(DEFAULT_INITIAL_LIMIT, options.concurrency_limit),
+        queue_limit=options.queue_limit,
+        maximum_hosts=options.maximum_hosts,
+    )
 
 
 _Part = TypeVar("_Part", bound=BaseModel)
