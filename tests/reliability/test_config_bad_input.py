@@ -100,13 +100,13 @@ FIELDS: dict[type[pydantic.BaseModel], dict[str, str]] = {
         "nested_retries": NESTED,
         "buffer_responses": FLAG,
         "max_buffered_bytes": POSITIVE_COUNT,
-
         "baseline_min_samples": POSITIVE_COUNT,
         "baseline_half_life": POSITIVE_DURATION,
         "adaptive_timeout_factor": FACTOR_OR_OFF,
         "breaker_baseline_factor": FACTOR_OR_OFF,
         "slow_call_factor": SLOW_FACTOR_OR_OFF,
         "slow_call_ratio": RATIO,
+        "adaptive_concurrency": FLAG,
     },
     RetryBudgetOptions: {
         "retry_budget_ratio": SHARE,
