@@ -148,7 +148,7 @@ def test_an_outage_moves_neither_the_limit_nor_the_baseline() -> None:
 
 def test_two_replicas_do_not_move_in_step() -> None:
     host = Host(base=0.1, capacity=1000)
-    changes = []
+    changes: list[list[float]] = []
     for seed in (1, 2):
         limit = make(seed=seed)
         _, rounds = run(limit, host, 0.0, 30.0)

@@ -131,11 +131,12 @@ async def test_a_queued_request_gets_the_permit_given_back() -> None:
         await anyio.wait_all_tasks_blocked()
         with pytest.raises(RateLimitedError):
             await get("/refused")
-        limit = limit_of(transport, "http://api.example:80")
-        assert (limit.in_use, limit.queued) == (1, 1)
+        during = limit_of(transport, "http://api.example:80")
+        assert (during.in_use, during.queued) == (1, 1)
         release.set()
     assert order == ["in /first", "out /first", "in /queued", "out /queued"]
-    assert (limit.in_use, limit.queued) == (0, 0)
+    after = limit_of(transport, "http://api.example:80")
+    assert (after.in_use, after.queued) == (0, 0)
 
 
 def test_only_first_attempt_successes_are_rtt_samples() -> None:

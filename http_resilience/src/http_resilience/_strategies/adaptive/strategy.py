@@ -217,13 +217,14 @@ class SyncAdaptiveLimiter(SyncDriver[AdaptiveLimiterStrategy]):
         """Take a permit (maybe after queueing), run the inside, give it back."""
         strategy = self.strategy
         limit = strategy.limit_of(call.host)
+        place: _ThreadPlace | None = None
         with self._lock:
             entry = limit.enter()
             if entry is QUEUED:
                 place = _ThreadPlace()
                 self._waiters.setdefault(limit, []).append(place)
         if entry is not GRANTED:
-            if entry is not QUEUED:
+            if place is None:
                 raise strategy.refused(call)
             # Blocks until a permit is handed over, as the static limiter's
             # queue does: `queue_limit` bounds it.
