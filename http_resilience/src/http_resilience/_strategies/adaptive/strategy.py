@@ -14,9 +14,8 @@ queue is the slow path, so one waiter type serves asyncio and trio.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 import anyio
 import httpx
@@ -26,7 +25,7 @@ from http_resilience._core.classify import FAILURE_BY_STATUS
 from http_resilience._core.clock import Clock, reader
 from http_resilience._core.drive import AsyncDriver, SyncDriver
 from http_resilience._core.errors import RateLimitedError
-from http_resilience._core.host_registry import ALL_HOSTS
+from http_resilience._core.host_registry import ALL_HOSTS, HostStates
 from http_resilience._core.telemetry import Telemetry
 from http_resilience._strategies.adaptive.limit import GRANTED, QUEUED, AdaptiveLimit
 
@@ -36,24 +35,37 @@ if TYPE_CHECKING:
 __all__ = ["AdaptiveLimiterStrategy", "AsyncAdaptiveLimiter", "SyncAdaptiveLimiter"]
 
 
-class _Place:
-    """A queued coroutine's place: an event set with the permit."""
+class _Settable(Protocol):
+    """An event a place is woken by: anyio's or a thread's."""
+
+    def set(self) -> None:
+        """Wake the waiter."""
+        ...
+
+
+E = TypeVar("E", bound=_Settable)
+
+
+class _Place(Generic[E]):
+    """A queued caller's place: its event, set with the permit."""
 
     __slots__ = ("event", "granted")
 
-    def __init__(self) -> None:
-        self.event = anyio.Event()
+    def __init__(self, event: E) -> None:
+        self.event = event
         self.granted = False
 
 
-class _ThreadPlace:
-    """A queued thread's place."""
-
-    __slots__ = ("event", "granted")
-
-    def __init__(self) -> None:
-        self.event = threading.Event()
-        self.granted = False
+def _hand_over(
+    waiters: dict[AdaptiveLimit, list[_Place[E]]], limit: AdaptiveLimit
+) -> None:
+    """`limit` gave a permit back to its first queued caller: wake it."""
+    queue = waiters[limit]
+    place = queue.pop(0)
+    if not queue:
+        del waiters[limit]
+    place.granted = True
+    place.event.set()
 
 
 class AdaptiveLimiterStrategy:
@@ -68,17 +80,11 @@ class AdaptiveLimiterStrategy:
     Attributes:
         now: Reads the clock.
         limit_of: The `AdaptiveLimit` of a host (given its normalised key).
+        limits: Each host held and its limit (``"*"`` for the one every host
+            shares).
     """
 
-    __slots__ = (
-        "_limits",
-        "_lock",
-        "_maximum",
-        "_new",
-        "_telemetry",
-        "limit_of",
-        "now",
-    )
+    __slots__ = ("_telemetry", "limit_of", "limits", "now")
 
     def __init__(
         self,
@@ -90,7 +96,6 @@ class AdaptiveLimiterStrategy:
     ) -> None:
         self.now = now = reader(clock)
         self._telemetry = telemetry
-        self._maximum = options.maximum_hosts
         low, high, first = options.min_limit, options.max_limit, options.initial_limit
         queue = options.queue_limit
 
@@ -104,37 +109,14 @@ class AdaptiveLimiterStrategy:
                 random=random,
             )
 
-        self._new = new
-        self._limits: OrderedDict[str, AdaptiveLimit] = OrderedDict()
-        self._lock = threading.Lock()
         if options.per_host:
-            self.limit_of: Callable[[str], AdaptiveLimit] = self._host_limit
+            states = HostStates(options.maximum_hosts, new)
+            self.limit_of: Callable[[str], AdaptiveLimit] = states.get
+            self.limits: Callable[[], list[tuple[str, AdaptiveLimit]]] = states.items
         else:
-            shared = self._limits[ALL_HOSTS] = new()
+            shared = new()
             self.limit_of = lambda host: shared
-
-    def limits(self) -> list[tuple[str, AdaptiveLimit]]:
-        """Each host held and its limit (``"*"`` for the one every host shares)."""
-        return [*self._limits.items()]
-
-    def _host_limit(self, host: str) -> AdaptiveLimit:
-        limits = self._limits
-        found = limits.get(host)
-        if found is not None:
-            try:  # noqa: SIM105 - every call passes here; `suppress` costs more
-                limits.move_to_end(host)
-            except KeyError:
-                pass  # another thread dropped it just now: it still serves
-            return found
-        with self._lock:
-            found = limits.get(host)
-            if found is None:
-                if len(limits) >= self._maximum:
-                    # A dropped host's calls in flight give their permits
-                    # back to the dropped limit; the host starts afresh.
-                    limits.popitem(last=False)
-                found = limits[host] = self._new()
-            return found
+            self.limits = lambda: [(ALL_HOSTS, shared)]
 
     def refused(self, call: Call) -> RateLimitedError:
         """Report the refusal; the error to raise."""
@@ -157,7 +139,7 @@ class AsyncAdaptiveLimiter(AsyncDriver[AdaptiveLimiterStrategy]):
 
     def __init__(self, next: AsyncHandler, strategy: AdaptiveLimiterStrategy) -> None:
         super().__init__(next, strategy)
-        self._waiters: dict[AdaptiveLimit, list[_Place]] = {}
+        self._waiters: dict[AdaptiveLimit, list[_Place[anyio.Event]]] = {}
 
     async def handle(self, request: httpx.Request, call: Call) -> httpx.Response:
         """Take a permit (maybe after queueing), run the inside, give it back."""
@@ -181,7 +163,7 @@ class AsyncAdaptiveLimiter(AsyncDriver[AdaptiveLimiterStrategy]):
         return response
 
     async def _wait(self, limit: AdaptiveLimit) -> None:
-        place = _Place()
+        place = _Place(anyio.Event())
         self._waiters.setdefault(limit, []).append(place)
         try:
             await place.event.wait()
@@ -195,12 +177,7 @@ class AsyncAdaptiveLimiter(AsyncDriver[AdaptiveLimiterStrategy]):
 
     def _leave(self, limit: AdaptiveLimit) -> None:
         if limit.leave():
-            waiters = self._waiters[limit]
-            place = waiters.pop(0)
-            if not waiters:
-                del self._waiters[limit]
-            place.granted = True
-            place.event.set()
+            _hand_over(self._waiters, limit)
 
 
 class SyncAdaptiveLimiter(SyncDriver[AdaptiveLimiterStrategy]):
@@ -211,17 +188,17 @@ class SyncAdaptiveLimiter(SyncDriver[AdaptiveLimiterStrategy]):
     def __init__(self, next: SyncHandler, strategy: AdaptiveLimiterStrategy) -> None:
         super().__init__(next, strategy)
         self._lock = threading.Lock()
-        self._waiters: dict[AdaptiveLimit, list[_ThreadPlace]] = {}
+        self._waiters: dict[AdaptiveLimit, list[_Place[threading.Event]]] = {}
 
     def handle_sync(self, request: httpx.Request, call: Call) -> httpx.Response:
         """Take a permit (maybe after queueing), run the inside, give it back."""
         strategy = self.strategy
         limit = strategy.limit_of(call.host)
-        place: _ThreadPlace | None = None
+        place: _Place[threading.Event] | None = None
         with self._lock:
             entry = limit.enter()
             if entry is QUEUED:
-                place = _ThreadPlace()
+                place = _Place(threading.Event())
                 self._waiters.setdefault(limit, []).append(place)
         if entry is not GRANTED:
             if place is None:
@@ -244,9 +221,4 @@ class SyncAdaptiveLimiter(SyncDriver[AdaptiveLimiterStrategy]):
             if rtt is not None:
                 limit.sample(rtt, started + rtt)
             if limit.leave():
-                waiters = self._waiters[limit]
-                place = waiters.pop(0)
-                if not waiters:
-                    del self._waiters[limit]
-                place.granted = True
-                place.event.set()
+                _hand_over(self._waiters, limit)

@@ -120,6 +120,7 @@ class CircuitBreaker:
         "_ratio",
         "_read",
         "_slow",
+        "_slow_above",
         "_slows",
         "_state",
         "_taught",
@@ -183,6 +184,7 @@ class CircuitBreaker:
         # What the rules derive from the baseline, as of its `reads`-th read.
         self._read = 0
         self._trip = failure_ratio
+        self._slow_above = math.inf
         self.cap: float | None = None
         """The most seconds its baseline gives an attempt (`Call.attempt_cap`);
         None: the attempt timeout's own."""
@@ -275,18 +277,17 @@ class CircuitBreaker:
         """
         guards = self._guards
         armed = baseline.armed
-        slow = False
-        if armed and seconds is not None and guards.slow_factor is not None:
-            slow = seconds > max(guards.slow_factor * baseline.p50, SLOW_CALL_FLOOR)
-            if slow:
-                self._head_slow += 1
-                self._slow += 1
+        if baseline.reads != self._read:
+            self._derive(baseline)
+        # Infinite until armed with the rule on: no attempt is slow then.
+        slow = seconds is not None and seconds > self._slow_above
+        if slow:
+            self._head_slow += 1
+            self._slow += 1
         if failed:
             self._head_failed += 1
             self._failed += 1
         total = self._total
-        if baseline.reads != self._read:
-            self._derive(baseline)
         threshold = self._trip
         if not armed or (
             self._failed < (baseline.rate + threshold) / 2 * total
@@ -356,14 +357,20 @@ class CircuitBreaker:
         ratio is `error_factor` times the host's rate, never below
         `failure_ratio` and never above halfway from that rate to 1 (a host
         failing that much more than usual is failing); the cap is
-        `timeout_factor` times its p95, never below `ADAPTIVE_TIMEOUT_FLOOR`.
+        `timeout_factor` times its p95, never below `ADAPTIVE_TIMEOUT_FLOOR`;
+        an attempt is slow past `slow_factor` times its p50, never below
+        `SLOW_CALL_FLOOR`.
         """
         self._read = baseline.reads
         guards = self._guards
         self._trip = self._ratio
+        self._slow_above = math.inf
         self.cap = None
         if not baseline.armed:
             return
+        if guards.slow_factor is not None:
+            slowest = guards.slow_factor * baseline.p50
+            self._slow_above = slowest if slowest > SLOW_CALL_FLOOR else SLOW_CALL_FLOOR
         if guards.error_factor is not None:
             rate = baseline.rate
             own = guards.error_factor * rate

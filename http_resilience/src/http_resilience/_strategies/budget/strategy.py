@@ -64,7 +64,7 @@ class BudgetStrategy:
         if options.budget_per_host:
             registry = BudgetRegistry(options.maximum_hosts, new_budget)
             self._registry = registry
-            self.budget: Callable[[str], RetryBudget] = registry.budget
+            self.budget: Callable[[str], RetryBudget] = registry.get
             self.budgets: Callable[[], list[tuple[str, RetryBudget]]] = registry.items
         else:
             shared = new_budget()
