@@ -11,11 +11,13 @@ from http_resilience import testing
 def test_the_public_names_are_pinned_and_sorted() -> None:
     assert package.__all__ == sorted(package.__all__)
     assert set(package.__all__) == {
+        "AdaptiveLimitHealth",
         "AdaptiveLimiterOptions",
         "AsyncResilientTransport",
         "AttemptEvent",
         "AttemptStalledError",
         "AttemptTimeoutError",
+        "BaselineEvent",
         "BaselineHealth",
         "BreakerEvent",
         "BreakerOptions",
@@ -24,6 +26,7 @@ def test_the_public_names_are_pinned_and_sorted() -> None:
         "CircuitControl",
         "ClientHealth",
         "Clock",
+        "ConcurrencyLimitEvent",
         "ConcurrencyLimiterOptions",
         "HedgeEvent",
         "HedgingOptions",
@@ -57,6 +60,7 @@ def test_the_public_names_are_pinned_and_sorted() -> None:
         "SystemClock",
         "TimeoutEvent",
         "TotalTimeoutError",
+        "TripRule",
         "correlation_id",
         "create_async_client",
         "create_client",
@@ -87,7 +91,7 @@ def test_the_testing_module_offers_the_fake_clock() -> None:
 
 
 # Type aliases carry no docstring of their own; `_events` documents them.
-ALIASES = {"HttpEvent", "HttpEventListener", "RejectionReason"}
+ALIASES = {"HttpEvent", "HttpEventListener", "RejectionReason", "TripRule"}
 
 
 def test_every_public_name_is_documented() -> None:
@@ -99,7 +103,9 @@ def test_every_public_name_is_documented() -> None:
 def test_the_event_aliases_name_every_event() -> None:
     assert set(get_args(package.HttpEvent)) == {
         package.AttemptEvent,
+        package.BaselineEvent,
         package.BreakerEvent,
+        package.ConcurrencyLimitEvent,
         package.HedgeEvent,
         package.NestedRetryEvent,
         package.RejectionEvent,

@@ -33,7 +33,9 @@ from http_resilience._core.errors import (
 )
 from http_resilience._core.events import (
     AttemptEvent,
+    BaselineEvent,
     BreakerEvent,
+    ConcurrencyLimitEvent,
     HedgeEvent,
     HttpEvent,
     HttpEventListener,
@@ -43,10 +45,12 @@ from http_resilience._core.events import (
     RequestEvent,
     RetryEvent,
     TimeoutEvent,
+    TripRule,
 )
 from http_resilience._fleet.state import SharedState
 from http_resilience._health.control import CircuitControl
 from http_resilience._health.snapshot import (
+    AdaptiveLimitHealth,
     BaselineHealth,
     BudgetHealth,
     ClientHealth,
@@ -82,11 +86,13 @@ LimiterOptions = ConcurrencyLimiterOptions
 """The name `ConcurrencyLimiterOptions` had before; the same class."""
 
 __all__ = [
+    "AdaptiveLimitHealth",
     "AdaptiveLimiterOptions",
     "AsyncResilientTransport",
     "AttemptEvent",
     "AttemptStalledError",
     "AttemptTimeoutError",
+    "BaselineEvent",
     "BaselineHealth",
     "BreakerEvent",
     "BreakerOptions",
@@ -95,6 +101,7 @@ __all__ = [
     "CircuitControl",
     "ClientHealth",
     "Clock",
+    "ConcurrencyLimitEvent",
     "ConcurrencyLimiterOptions",
     "HedgeEvent",
     "HedgingOptions",
@@ -128,6 +135,7 @@ __all__ = [
     "SystemClock",
     "TimeoutEvent",
     "TotalTimeoutError",
+    "TripRule",
     "correlation_id",
     "create_async_client",
     "create_client",

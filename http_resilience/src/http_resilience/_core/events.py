@@ -15,8 +15,10 @@ __all__ = [
     "HALF_OPEN",
     "OPEN",
     "AttemptEvent",
+    "BaselineEvent",
     "BreakerEvent",
     "BreakerState",
+    "ConcurrencyLimitEvent",
     "HedgeEvent",
     "HttpEvent",
     "HttpEventListener",
@@ -26,6 +28,7 @@ __all__ = [
     "RequestEvent",
     "RetryEvent",
     "TimeoutEvent",
+    "TripRule",
 ]
 
 
@@ -77,6 +80,64 @@ class BreakerEvent:
     host: str
     previous: Literal["closed", "open", "half_open"]
     current: Literal["closed", "open", "half_open"]
+
+
+TripRule: TypeAlias = Literal["failure_ratio", "baseline", "slow_calls"]
+"""The rule that opened a breaker whose baseline was armed: the configured
+`failure_ratio`, the host's own error rate times `breaker_baseline_factor`, or
+the slow-call rule."""
+
+
+@dataclass(frozen=True, slots=True)
+class BaselineEvent:
+    """A host's baseline armed, was disarmed by a trip, or moved its attempt timeout.
+
+    Sent when what the adaptive rules read changes state, not per attempt:
+    when the baseline has learned `baseline_min_samples` attempts (armed),
+    when a trip disarms it (`tripped` names the rule), and while armed when
+    the attempt timeout it sets moves (by a latency bucket, 19 %).
+
+    Attributes:
+        client: The client's name.
+        host: ``scheme://host:port``; ``"*"`` for the breaker every host shares.
+        armed: Whether the adaptive rules read the baseline now.
+        p50: The host's median latency of a successful attempt, in seconds.
+        p95: Its 95th percentile.
+        error_rate: The host's own share of failed attempts.
+        failure_threshold: The failure ratio that opens the breaker now.
+        attempt_timeout: The most seconds an attempt to the host is given
+            now; None: the configured `attempt_timeout` (not armed, or the
+            rule is off).
+        tripped: When a trip disarmed the baseline, the rule that opened
+            the breaker; else None.
+    """
+
+    client: str
+    host: str
+    armed: bool
+    p50: float
+    p95: float
+    error_rate: float
+    failure_threshold: float
+    attempt_timeout: float | None
+    tripped: TripRule | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ConcurrencyLimitEvent:
+    """A host's adaptive concurrency limit moved (at most once per sample window).
+
+    Attributes:
+        client: The client's name.
+        host: ``scheme://host:port``; ``"*"`` for the limit every host shares.
+        previous: The limit before.
+        limit: The limit now.
+    """
+
+    client: str
+    host: str
+    previous: int
+    limit: int
 
 
 RejectionReason: TypeAlias = Literal[
@@ -188,6 +249,8 @@ HttpEvent: TypeAlias = (
     | HedgeEvent
     | NestedRetryEvent
     | BreakerEvent
+    | BaselineEvent
+    | ConcurrencyLimitEvent
     | RejectionEvent
     | TimeoutEvent
     | RequestEvent

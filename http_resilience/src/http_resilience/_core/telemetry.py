@@ -6,12 +6,15 @@ values, bodies, URL userinfo and query strings never reach either.
 
 Every log record also carries these as attributes (``extra``), for a
 formatter or a structured handler: ``resilience_event`` (``"attempt"``,
-``"retry"``, ``"hedge"``, ``"breaker"``, ``"nested_retry"``, ``"rejection"``,
-``"timeout"``), ``resilience_client``, ``resilience_method`` (None for a
-breaker), ``resilience_host``, ``correlation_id`` (the call's, or None), and
-per kind ``resilience_attempt``, ``resilience_delay_s``,
-``resilience_reason``, ``resilience_duration_s``, ``resilience_state`` and
-``resilience_previous_state``. A wait reads ``retrying in 1.250 s`` in every
+``"retry"``, ``"hedge"``, ``"breaker"``, ``"baseline"``,
+``"concurrency_limit"``, ``"nested_retry"``, ``"rejection"``, ``"timeout"``),
+``resilience_client``, ``resilience_method`` (None for a breaker, a baseline
+or a limit), ``resilience_host``, ``correlation_id`` (the call's, or None),
+and per kind ``resilience_attempt``, ``resilience_delay_s``,
+``resilience_reason``, ``resilience_duration_s``, ``resilience_state``,
+``resilience_previous_state``, ``resilience_p50_s``, ``resilience_p95_s``,
+``resilience_error_rate``, ``resilience_limit`` and
+``resilience_previous_limit``. A wait reads ``retrying in 1.250 s`` in every
 package.
 """
 
@@ -35,14 +38,15 @@ from http_resilience._core.events import (
     HttpEventListener,
     RejectionReason,
     RequestEvent,
+    TripRule,
 )
 
 __all__ = ["LOGGER", "Telemetry", "correlation_of"]
 
 LOGGER = logging.getLogger("http_resilience")
 """Where the pipeline logs: retries and timeouts at WARNING, hedges at INFO, a
-breaker opening at WARNING and its other transitions at INFO, attempts and
-rejections at DEBUG."""
+breaker opening at WARNING and its other transitions at INFO, a baseline's
+changes at INFO, attempts, rejections and adaptive limits at DEBUG."""
 
 
 _LINES: Final[dict[str, tuple[str, tuple[str, ...]]]] = {
@@ -65,6 +69,19 @@ _LINES: Final[dict[str, tuple[str, tuple[str, ...]]]] = {
     "nested_retry": (
         "failed while the caller retries (its attempt %d); %s",
         ("resilience_attempt", "resilience_reason"),
+    ),
+    "baseline": (
+        "baseline %s: p50 %.3f s, p95 %.3f s, error rate %.3f",
+        (
+            "resilience_reason",
+            "resilience_p50_s",
+            "resilience_p95_s",
+            "resilience_error_rate",
+        ),
+    ),
+    "concurrency_limit": (
+        "adaptive concurrency limit %d -> %d",
+        ("resilience_previous_limit", "resilience_limit"),
     ),
     "rejection": ("refused, %s", ("resilience_reason",)),
     "timeout": (
@@ -147,6 +164,52 @@ class Telemetry:
         self._log(level, "breaker", None, host, (previous, current))
         if self.listeners:
             self._emit(events.BreakerEvent(self.client, host, previous, current))
+
+    def baseline(
+        self,
+        host: str,
+        armed: bool,
+        quantiles: tuple[float, float],
+        error_rate: float,
+        failure_threshold: float,
+        attempt_timeout: float | None,
+        tripped: TripRule | None,
+        *,
+        moved: bool = False,
+    ) -> None:
+        """The baseline of `host` armed, was disarmed, or moved its attempt cap.
+
+        `tripped`: the rule whose trip disarmed it; `moved`: only the attempt
+        timeout it sets moved, while armed.
+        """
+        if tripped is not None:
+            said = f"disarmed ({tripped} opened the breaker)"
+        elif moved:
+            said = f"moved the attempt timeout to {attempt_timeout:.3f} s"
+        else:
+            said = "armed" if armed else "disarmed"
+        p50, p95 = quantiles
+        self._log(logging.INFO, "baseline", None, host, (said, p50, p95, error_rate))
+        if self.listeners:
+            self._emit(
+                events.BaselineEvent(
+                    self.client,
+                    host,
+                    armed,
+                    p50,
+                    p95,
+                    error_rate,
+                    failure_threshold,
+                    attempt_timeout,
+                    tripped,
+                )
+            )
+
+    def concurrency_limit(self, host: str, previous: int, limit: int) -> None:
+        """The adaptive concurrency limit of `host` moved from `previous` to `limit`."""
+        self._log(logging.DEBUG, "concurrency_limit", None, host, (previous, limit))
+        if self.listeners:
+            self._emit(events.ConcurrencyLimitEvent(self.client, host, previous, limit))
 
     def nested(
         self, method: str, host: str, caller_attempt: int, suppressed: bool

@@ -1,4 +1,4 @@
-"""`health`: one client's breakers, limiter and retry budget, as frozen snapshots.
+"""`health`: one client's breakers, limiters and retry budgets, as frozen snapshots.
 
 A snapshot is read while the client runs, from any thread, without stopping
 it: each figure is current when read, and the figures of one snapshot may be
@@ -15,6 +15,10 @@ import httpx
 
 from http_resilience._core.events import OPEN
 from http_resilience._fleet.breaker import AsyncSharedBreaker, SyncSharedBreaker
+from http_resilience._strategies.adaptive.strategy import (
+    AsyncAdaptiveLimiter,
+    SyncAdaptiveLimiter,
+)
 from http_resilience._strategies.breaker.control import ManualState
 from http_resilience._strategies.breaker.state import CircuitBreaker
 from http_resilience._strategies.breaker.strategy import (
@@ -35,6 +39,7 @@ from http_resilience._transport.transport import (
 
 __all__ = [
     "ISOLATED",
+    "AdaptiveLimitHealth",
     "BaselineHealth",
     "BudgetHealth",
     "CircuitState",
@@ -147,6 +152,33 @@ class LimiterHealth:
 
 
 @dataclass(frozen=True, slots=True)
+class AdaptiveLimitHealth:
+    """One host's adaptive concurrency limit, as its latency set it.
+
+    Attributes:
+        host: ``scheme://host:port``; ``"*"`` for the limit every host shares
+            (``per_host=False``).
+        limit: Requests let inside at once now, within [min_limit, max_limit].
+        in_use: Requests inside now.
+        queued: Requests waiting for a permit.
+        queue_limit: Requests that may wait.
+        min_limit: The lowest the limit goes.
+        max_limit: The highest.
+        baseline_rtt: The host's long-term latency the limit compares
+            against, in seconds; 0.0 before its first sample window closed.
+    """
+
+    host: str
+    limit: int
+    in_use: int
+    queued: int
+    queue_limit: int
+    min_limit: int
+    max_limit: int
+    baseline_rtt: float
+
+
+@dataclass(frozen=True, slots=True)
 class BudgetHealth:
     """One host's retry budget over its window, now.
 
@@ -179,6 +211,8 @@ class ClientHealth:
             pipeline has none.
         budgets: Each host's retry budget, sorted; empty when the pipeline
             has none.
+        adaptive_limits: Each host's adaptive concurrency limit, sorted;
+            empty when the pipeline has no adaptive limiter.
 
     Example:
         >>> from http_resilience import create_client, health
@@ -196,6 +230,7 @@ class ClientHealth:
     hosts: tuple[HostHealth, ...]
     limiters: tuple[LimiterHealth, ...]
     budgets: tuple[BudgetHealth, ...]
+    adaptive_limits: tuple[AdaptiveLimitHealth, ...] = ()
 
     @property
     def refusing(self) -> tuple[HostHealth, ...]:
@@ -274,6 +309,7 @@ def health(target: Target) -> ClientHealth:
     hosts: dict[str, HostHealth] = {}
     limiters: list[LimiterHealth] = []
     budgets: dict[str, BudgetHealth] = {}
+    adaptive: dict[str, AdaptiveLimitHealth] = {}
     for transport in transports:
         for strategy in transport.strategies:
             if isinstance(strategy, AsyncBreaker | SyncBreaker):
@@ -295,6 +331,18 @@ def health(target: Target) -> ClientHealth:
                 now = strategy.strategy.now()
                 for key, budget in strategy.strategy.budgets():
                     budgets[key] = BudgetHealth(key, *budget.usage(now))
+            elif isinstance(strategy, AsyncAdaptiveLimiter | SyncAdaptiveLimiter):
+                for key, limit in strategy.strategy.limits():
+                    adaptive[key] = AdaptiveLimitHealth(
+                        key,
+                        limit.limit,
+                        limit.in_use,
+                        limit.queued,
+                        limit.queue_limit,
+                        limit.min_limit,
+                        limit.max_limit,
+                        limit.baseline_rtt,
+                    )
     first = transports[0]
     return ClientHealth(
         first.name,
@@ -302,6 +350,7 @@ def health(target: Target) -> ClientHealth:
         tuple(hosts[key] for key in sorted(hosts)),
         tuple(limiters),
         tuple(budgets[key] for key in sorted(budgets)),
+        tuple(adaptive[key] for key in sorted(adaptive)),
     )
 
 

@@ -18,6 +18,7 @@ __all__ = [
     "base_attributes",
     "breaker_attributes",
     "checked_provider",
+    "host_attributes",
     "known_method",
     "outcome_attributes",
     "outcome_class",
@@ -112,6 +113,12 @@ def outcome_attributes(
     else:
         attributes["error.type"] = outcome
     return attributes
+
+
+@functools.lru_cache(maxsize=4096)
+def host_attributes(client: str, host: str) -> Attributes:
+    """The client's name and the host's: a host's own figures, no call's."""
+    return {"http_resilience.client": client, **dict(server_attributes(host))}
 
 
 def breaker_attributes(

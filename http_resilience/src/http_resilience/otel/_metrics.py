@@ -14,7 +14,9 @@ from opentelemetry import metrics
 
 from http_resilience._core.events import (
     AttemptEvent,
+    BaselineEvent,
     BreakerEvent,
+    ConcurrencyLimitEvent,
     HedgeEvent,
     HttpEvent,
     NestedRetryEvent,
@@ -28,6 +30,7 @@ from http_resilience.otel._attributes import (
     Attributes,
     breaker_attributes,
     checked_provider,
+    host_attributes,
     outcome_attributes,
     with_attribute,
 )
@@ -100,17 +103,42 @@ _Record: TypeAlias = Callable[[Any, Attributes], None]
 class _Instrument(NamedTuple):
     """An instrument of `HttpMetrics`, and the events it records.
 
-    A unit of seconds makes it a histogram of each event's ``duration``; any
-    other a counter of the events.
+    With a `gauge` it is a gauge of each event's field of that name (0 for
+    None); else a unit of seconds makes it a histogram of each event's
+    ``duration``, any other a counter of the events (those whose `only`
+    field is set, when it names one, with that field's value as the
+    attribute it names too).
     """
 
     event: type[HttpEvent]
     name: str
     unit: str
     description: str
+    gauge: str | None = None
+    only: tuple[str, str] | None = None
 
     def made(self, meter: metrics.Meter) -> _Record:
         """The instrument, created on `meter`, as what records into it."""
+        if self.gauge is not None:
+            gauge = meter.create_gauge(
+                self.name, unit=self.unit, description=self.description
+            )
+            read = self.gauge
+            return lambda event, attributes: gauge.set(
+                getattr(event, read) or 0, attributes
+            )
+        if self.only is not None:
+            counted = meter.create_counter(
+                self.name, unit=self.unit, description=self.description
+            )
+            wanted, key = self.only
+
+            def record(event: Any, attributes: Attributes) -> None:
+                value: str | None = getattr(event, wanted)
+                if value is not None:
+                    counted.add(1, {**attributes, key: value})
+
+            return record
         if self.unit == "s":
             histogram = meter.create_histogram(
                 self.name,
@@ -171,6 +199,35 @@ _INSTRUMENTS: Final = (
         "Circuit breaker state changes",
     ),
     _Instrument(
+        BaselineEvent,
+        "http_resilience.adaptive.attempt_timeout",
+        "s",
+        "The attempt timeout a host's baseline sets; 0 while none does "
+        "(the configured attempt_timeout applies)",
+        gauge="attempt_timeout",
+    ),
+    _Instrument(
+        BaselineEvent,
+        "http_resilience.adaptive.failure_threshold",
+        "1",
+        "The failure ratio that opens a host's breaker, as its baseline sets it",
+        gauge="failure_threshold",
+    ),
+    _Instrument(
+        BaselineEvent,
+        "http_resilience.adaptive.trips",
+        "{trip}",
+        "Breakers opened while their host's baseline was armed, by rule",
+        only=("tripped", "http_resilience.breaker.rule"),
+    ),
+    _Instrument(
+        ConcurrencyLimitEvent,
+        "http_resilience.adaptive.concurrency_limit",
+        "{request}",
+        "A host's adaptive concurrency limit",
+        gauge="limit",
+    ),
+    _Instrument(
         TimeoutEvent,
         "http_resilience.timeouts",
         "{timeout}",
@@ -203,6 +260,10 @@ def _by_transition(event: BreakerEvent) -> Attributes:
     return breaker_attributes(event.client, event.host, event.previous, event.current)
 
 
+def _by_host(event: BaselineEvent | ConcurrencyLimitEvent) -> Attributes:
+    return host_attributes(event.client, event.host)
+
+
 def _labelled(key: str, field: str) -> Callable[[Any], Attributes]:
     """The call's attributes, and `key` set to the event's `field`."""
 
@@ -219,6 +280,8 @@ _LABELS: Final[Mapping[type[HttpEvent], Callable[[Any], Attributes]]] = {
     RetryEvent: _labelled("http_resilience.retry.reason", "reason"),
     RejectionEvent: _labelled("http_resilience.rejection.reason", "reason"),
     BreakerEvent: _by_transition,
+    BaselineEvent: _by_host,
+    ConcurrencyLimitEvent: _by_host,
     TimeoutEvent: _labelled("http_resilience.timeout.kind", "kind"),
     HedgeEvent: _labelled("http_resilience.hedge.reason", "reason"),
     NestedRetryEvent: _labelled(

@@ -84,7 +84,7 @@ class AdaptiveLimiterStrategy:
             shares).
     """
 
-    __slots__ = ("_telemetry", "limit_of", "limits", "now")
+    __slots__ = ("_per_host", "_telemetry", "limit_of", "limits", "now")
 
     def __init__(
         self,
@@ -96,6 +96,7 @@ class AdaptiveLimiterStrategy:
     ) -> None:
         self.now = now = reader(clock)
         self._telemetry = telemetry
+        self._per_host = options.per_host
         low, high, first = options.min_limit, options.max_limit, options.initial_limit
         queue = options.queue_limit
 
@@ -117,6 +118,11 @@ class AdaptiveLimiterStrategy:
             shared = new()
             self.limit_of = lambda host: shared
             self.limits = lambda: [(ALL_HOSTS, shared)]
+
+    def moved(self, call: Call, previous: int, limit: int) -> None:
+        """Report that the limit `call` took a permit of moved to `limit`."""
+        host = call.host if self._per_host else ALL_HOSTS
+        self._telemetry.concurrency_limit(host, previous, limit)
 
     def refused(self, call: Call) -> RateLimitedError:
         """Report the refusal; the error to raise."""
@@ -158,7 +164,10 @@ class AsyncAdaptiveLimiter(AsyncDriver[AdaptiveLimiterStrategy]):
             raise
         if _succeeded(response, call):
             ended = strategy.now()
+            before = limit.limit
             limit.sample(ended - started, ended)
+            if limit.limit != before:
+                strategy.moved(call, before, limit.limit)
         self._leave(limit)
         return response
 
@@ -213,12 +222,19 @@ class SyncAdaptiveLimiter(SyncDriver[AdaptiveLimiterStrategy]):
             self._leave(limit, started, None)
             raise
         rtt = strategy.now() - started if _succeeded(response, call) else None
-        self._leave(limit, started, rtt)
+        before, after = self._leave(limit, started, rtt)
+        if after != before:
+            strategy.moved(call, before, after)
         return response
 
-    def _leave(self, limit: AdaptiveLimit, started: float, rtt: float | None) -> None:
+    def _leave(
+        self, limit: AdaptiveLimit, started: float, rtt: float | None
+    ) -> tuple[int, int]:
+        """Give the permit back, after the sample if any; the limit before and after."""
         with self._lock:
+            before = limit.limit
             if rtt is not None:
                 limit.sample(rtt, started + rtt)
             if limit.leave():
                 _hand_over(self._waiters, limit)
+            return before, limit.limit

@@ -137,7 +137,9 @@ class HostRegistry:
 
     def _overflow_breaker(self) -> CircuitBreaker:
         if self._overflow is None:
-            self._overflow = self._new(functools.partial(self._tell, OVERFLOW_HOST))
+            overflow = self._new(functools.partial(self._tell, OVERFLOW_HOST))
+            overflow.key = OVERFLOW_HOST
+            self._overflow = overflow
         return self._overflow
 
     def _moved(

@@ -21,7 +21,13 @@ import math
 from collections.abc import Callable
 from typing import Final, TypeAlias
 
-from http_resilience._core.events import CLOSED, HALF_OPEN, OPEN, BreakerState
+from http_resilience._core.events import (
+    CLOSED,
+    HALF_OPEN,
+    OPEN,
+    BreakerState,
+    TripRule,
+)
 from http_resilience._strategies.breaker.baseline import (
     ADAPTIVE_TIMEOUT_FLOOR,
     SLOW_CALL_FLOOR,
@@ -33,6 +39,7 @@ __all__ = [
     "PROBE",
     "REJECTED",
     "WINDOW_BUCKETS",
+    "BaselineListener",
     "CircuitBreaker",
     "Ticket",
     "TransitionListener",
@@ -41,6 +48,10 @@ TransitionListener: TypeAlias = Callable[
     ["CircuitBreaker", BreakerState, BreakerState], None
 ]
 """Called with (the breaker, previous, current) on every change of state."""
+BaselineListener: TypeAlias = Callable[["CircuitBreaker", TripRule | None, bool], None]
+"""Called with (the breaker, the rule whose trip disarmed its baseline or None,
+whether only the attempt cap moved) when its `baseline` arms, is disarmed, or
+moves the cap while armed."""
 
 Ticket: TypeAlias = int
 """What `acquire` answers: `REJECTED`, `PASS` (closed) or `PROBE`."""
@@ -60,6 +71,10 @@ _NO_GUARDS: Final = Guards(half_life=1.0, min_samples=1)
 def _ignore(
     breaker: CircuitBreaker, previous: BreakerState, current: BreakerState
 ) -> None:
+    pass
+
+
+def _unheard(breaker: CircuitBreaker, tripped: TripRule | None, moved: bool) -> None:
     pass
 
 
@@ -86,6 +101,9 @@ class CircuitBreaker:
         break_duration: Seconds, above 0.
         on_transition: Called with (the breaker, previous, current) on each
             change.
+        guards: The adaptive rules its `baseline` serves; None: no baseline.
+        on_baseline: Called when the baseline arms, is disarmed (with the
+            rule that tripped), or moves the attempt cap while armed.
 
     Example:
         >>> breaker = CircuitBreaker(
@@ -114,6 +132,7 @@ class CircuitBreaker:
         "_head_slow",
         "_head_total",
         "_minimum",
+        "_on_baseline",
         "_on_transition",
         "_open_until",
         "_probing",
@@ -124,9 +143,11 @@ class CircuitBreaker:
         "_slows",
         "_state",
         "_taught",
+        "_told",
         "_total",
         "_totals",
         "_trip",
+        "_tripped",
         "_width",
         "baseline",
         "cap",
@@ -143,6 +164,7 @@ class CircuitBreaker:
         break_duration: float,
         on_transition: TransitionListener | None = None,
         guards: Guards | None = None,
+        on_baseline: BaselineListener | None = None,
     ) -> None:
         self._ratio = failure_ratio
         self._minimum = minimum_throughput
@@ -188,6 +210,9 @@ class CircuitBreaker:
         self.cap: float | None = None
         """The most seconds its baseline gives an attempt (`Call.attempt_cap`);
         None: the attempt timeout's own."""
+        self._on_baseline: BaselineListener = on_baseline or _unheard
+        self._told = False  # the baseline's armed, as last told
+        self._tripped: TripRule | None = None  # the rule tripping, while it trips
 
     @property
     def state(self) -> BreakerState:
@@ -304,16 +329,22 @@ class CircuitBreaker:
             self._taught = 0
         if total < self._minimum:
             return
-        if (
-            (failed and self._failed / total >= threshold)
-            or (slow and self._slow / total >= guards.slow_ratio)
-            or (failed and threshold > self._ratio and self._recent() >= threshold)
-        ):
-            baseline.unlearn(self._taught, self._taught, now)
-            self._taught = 0
-            baseline.disarm()
-            self._derive(baseline)
-            self._open(now)
+        rule: TripRule
+        if failed and self._failed / total >= threshold:
+            rule = "baseline" if threshold > self._ratio else "failure_ratio"
+        elif slow and self._slow / total >= guards.slow_ratio:
+            rule = "slow_calls"
+        elif failed and threshold > self._ratio and self._recent() >= threshold:
+            rule = "baseline"
+        else:
+            return
+        baseline.unlearn(self._taught, self._taught, now)
+        self._taught = 0
+        baseline.disarm()
+        self._tripped = rule
+        self._derive(baseline)
+        self._tripped = None
+        self._open(now)
 
     def _recent(self) -> float:
         """The failure ratio of the newest buckets that hold `minimum_throughput`.
@@ -337,17 +368,15 @@ class CircuitBreaker:
         return failed / total if total >= self._minimum else 0.0
 
     def threshold(self) -> float:
-        """The failure ratio that trips the breaker now (its baseline's, once armed)."""
-        baseline = self.baseline
-        if baseline is not None and baseline.reads != self._read:
-            self._derive(baseline)
+        """The failure ratio that trips the breaker now (its baseline's, once armed).
+
+        A read, safe from another thread (`health`): each outcome recorded
+        derives the rules' figures from the baseline it changed.
+        """
         return self._trip
 
     def attempt_cap(self) -> float | None:
-        """`cap`, as the baseline is now."""
-        baseline = self.baseline
-        if baseline is not None and baseline.reads != self._read:
-            self._derive(baseline)
+        """`cap`: the most seconds the baseline gives an attempt now."""
         return self.cap
 
     def _derive(self, baseline: Baseline) -> None:
@@ -359,15 +388,26 @@ class CircuitBreaker:
         failing that much more than usual is failing); the cap is
         `timeout_factor` times its p95, never below `ADAPTIVE_TIMEOUT_FLOOR`;
         an attempt is slow past `slow_factor` times its p50, never below
-        `SLOW_CALL_FLOOR`.
+        `SLOW_CALL_FLOOR`. Tells `on_baseline` when the baseline armed or
+        was disarmed, and when the cap moved while armed.
         """
         self._read = baseline.reads
-        guards = self._guards
+        before = self.cap
         self._trip = self._ratio
         self._slow_above = math.inf
         self.cap = None
-        if not baseline.armed:
-            return
+        armed = baseline.armed
+        if armed:
+            self._derived(baseline)
+        if armed != self._told:
+            self._told = armed
+            self._on_baseline(self, self._tripped, False)
+        elif armed and self.cap != before:
+            self._on_baseline(self, None, True)
+
+    def _derived(self, baseline: Baseline) -> None:
+        """`_derive`'s figures, from an armed baseline."""
+        guards = self._guards
         if guards.slow_factor is not None:
             slowest = guards.slow_factor * baseline.p50
             self._slow_above = slowest if slowest > SLOW_CALL_FLOOR else SLOW_CALL_FLOOR

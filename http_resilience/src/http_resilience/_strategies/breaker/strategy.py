@@ -18,7 +18,7 @@ from http_resilience._core.classify import failure_table, is_classified_failure
 from http_resilience._core.clock import Clock, reader
 from http_resilience._core.drive import AsyncDriver, SyncDriver
 from http_resilience._core.errors import AttemptTimeoutError, BrokenCircuitError
-from http_resilience._core.events import BreakerState
+from http_resilience._core.events import BreakerState, TripRule
 from http_resilience._core.host_registry import ALL_HOSTS
 from http_resilience._core.telemetry import Telemetry
 from http_resilience._strategies.breaker.control import ManualState
@@ -223,6 +223,25 @@ class BreakerStrategy:
             break_duration=options.break_duration.total_seconds(),
             on_transition=on_transition,
             guards=self.guards,
+            on_baseline=self._baseline_moved,
+        )
+
+    def _baseline_moved(
+        self, breaker: CircuitBreaker, tripped: TripRule | None, moved: bool
+    ) -> None:
+        """Report what `breaker`'s baseline now sets: it armed, was disarmed, moved."""
+        baseline = breaker.baseline
+        if baseline is None:  # only a breaker with a baseline reports
+            return
+        self.telemetry.baseline(
+            breaker.key,
+            baseline.armed,
+            (baseline.p50, baseline.p95),
+            baseline.rate,
+            breaker.threshold(),
+            breaker.cap,
+            tripped,
+            moved=moved,
         )
 
 
