@@ -16,6 +16,8 @@ the host is failing, so an outage never becomes the host's normal.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
 from array import array
 from dataclasses import dataclass
@@ -130,7 +132,7 @@ class Baseline:
         """The decayed share of attempts that failed; 0.0 before any."""
         return self._failed / self._total if self._total else 0.0
 
-    def learn(self, seconds: float | None, *, failed: bool, now: float) -> None:
+    def learn(self, seconds: float | None, failed: bool, now: float) -> None:
         """Count one attempt at `now`: its latency (a success's), and whether it failed.
 
         Args:
@@ -207,19 +209,17 @@ class Baseline:
         counts = self._counts
         if counts is None:
             return tuple(0.0 for _ in shares)
-        whole = sum(counts)
-        found: list[float] = []
-        seen = 0.0
-        wanted = iter(shares)
-        share = next(wanted, None)
-        for index, count in enumerate(counts):
-            seen += count
-            while share is not None and count and seen >= share * whole:
-                found.append(LOWEST * STEP**index)
-                share = next(wanted, None)
-            if share is None:
-                break
-        return tuple(found)
+        # The running sums, and a binary search in them, in C: the first bucket
+        # whose running sum reaches a share holds a count.
+        running = list(itertools.accumulate(counts))
+        whole = running[-1]
+        if not whole:  # every success is too old to count
+            return tuple(0.0 for _ in shares)
+        last = BUCKETS - 1
+        return tuple(
+            LOWEST * STEP ** min(bisect.bisect_left(running, share * whole), last)
+            for share in shares
+        )
 
     def _read_quantiles(self) -> None:
         self.p50, self.p95 = self.quantiles(0.5, 0.95)

@@ -74,6 +74,10 @@ def _ignore(
     pass
 
 
+_CUT: Final = math.inf
+"""The seconds an attempt its timeout cut is recorded with."""
+
+
 def _unheard(breaker: CircuitBreaker, tripped: TripRule | None, moved: bool) -> None:
     pass
 
@@ -128,6 +132,7 @@ class CircuitBreaker:
         "_failed",
         "_failures",
         "_guards",
+        "_halfway",
         "_head_failed",
         "_head_slow",
         "_head_total",
@@ -140,6 +145,7 @@ class CircuitBreaker:
         "_read",
         "_slow",
         "_slow_above",
+        "_slow_halfway",
         "_slows",
         "_state",
         "_taught",
@@ -207,6 +213,8 @@ class CircuitBreaker:
         self._read = 0
         self._trip = failure_ratio
         self._slow_above = math.inf
+        self._halfway = failure_ratio / 2
+        self._slow_halfway = self._guards.slow_ratio / 2
         self.cap: float | None = None
         """The most seconds its baseline gives an attempt (`Call.attempt_cap`);
         None: the attempt timeout's own."""
@@ -315,11 +323,11 @@ class CircuitBreaker:
         total = self._total
         threshold = self._trip
         if not armed or (
-            self._failed < (baseline.rate + threshold) / 2 * total
-            and self._slow < guards.slow_ratio / 2 * total
+            self._failed < self._halfway * total
+            and self._slow < self._slow_halfway * total
         ):
-            cut = seconds is not None and seconds == math.inf
-            baseline.learn(None if cut else seconds, failed=failed, now=now)
+            # An attempt its timeout cut says nothing of how long one takes.
+            baseline.learn(None if seconds == _CUT else seconds, failed, now)
             if failed:
                 self._taught += 1
             if baseline.reads != self._read:
@@ -399,6 +407,10 @@ class CircuitBreaker:
         armed = baseline.armed
         if armed:
             self._derived(baseline)
+        # Halfway to a trip, on failures or on slow calls: the baseline stops
+        # learning (a failing host's attempts are no part of its normal).
+        self._halfway = (baseline.rate + self._trip) / 2
+        self._slow_halfway = self._guards.slow_ratio / 2
         if armed != self._told:
             self._told = armed
             self._on_baseline(self, self._tripped, False)
