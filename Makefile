@@ -90,6 +90,7 @@ bench: $(BENCH_VENV)/.synced venv
 	$(BENCH_VENV)/bin/python benchmarks/concurrent_orders.py
 	$(BENCH_VENV)/bin/python benchmarks/stream_retry.py
 	$(BENCH_VENV)/bin/python benchmarks/http_overhead.py
+	$(BENCH_VENV)/bin/python benchmarks/adaptive_load.py
 	$(BENCH_VENV)/bin/python benchmarks/shared_state.py
 	$(BIN)/python benchmarks/web_demo.py
 	$(BIN)/python benchmarks/web_demo.py --rate 20
