@@ -87,6 +87,20 @@ def test_a_limit_that_starts_above_the_capacity_comes_down_to_it() -> None:
     assert limit.baseline_rtt == pytest.approx(host.base, rel=0.1)
 
 
+@pytest.mark.parametrize("seed", range(1, 11))
+def test_the_first_probe_finds_a_queue_learned_at_the_start(seed: int) -> None:
+    # Started at 20 on a host of 8 (benchmarks/adaptive_load.py's cold start):
+    # the first baseline is 2.5x the host's. The first probe comes within 3
+    # to 6 windows, not 20 to 40, so the queue is found within 20 s (a second
+    # probe may be on its way down: the baseline within 1.25x, not 2.5x).
+    limit, host = make(seed), Host(base=0.05, capacity=8)
+    now, _ = run(limit, host, 0.0, 20.0)
+    assert limit.baseline_rtt <= 1.25 * host.base
+    _, rounds = run(limit, host, now, 60.0)
+    latencies = sorted(rtt for _, _, rtt in rounds)
+    assert latencies[len(latencies) // 2] <= 1.5 * host.base
+
+
 @pytest.mark.parametrize("when", [120.0 + 1.3 * step for step in range(30)])
 def test_the_limit_falls_fast_when_latency_jumps(when: float) -> None:
     # At 30 moments, so that some fall in or next to a probe window.

@@ -20,7 +20,9 @@ the limit.
 A host that got slower by itself (not by queueing) would otherwise be cut
 for good, and one that started above the host's capacity would keep a queue
 as its baseline: every 20 to 40 windows (drawn), a busy limit runs one probe
-window 2 x sqrt(limit) lower (at least half). If the RTT does not change with
+window 2 x sqrt(limit) lower (at least half); the first one after 3 to 6,
+since the first baseline was learned at `initial_limit`, which nobody fitted
+to the host. If the RTT does not change with
 fewer calls, it is the host's own, and becomes the baseline; if it falls, that
 was queueing, and the baseline keeps the lower of the two (and probes again
 soon, if that lowered it).
@@ -41,6 +43,7 @@ __all__ = [
     "NOISE_BAND",
     "PROBE_DEPTH",
     "PROBE_EVERY",
+    "PROBE_FIRST",
     "PROBE_RESPONSE",
     "PROBE_SOON",
     "QUEUED",
@@ -75,6 +78,10 @@ PROBE_RESPONSE: Final = 0.9
 way) found the host's own latency; one below it found queueing."""
 PROBE_EVERY: Final = (20, 40)
 """Windows between probes: drawn uniformly in this range, per probe."""
+PROBE_FIRST: Final = (3, 6)
+"""Windows to the first probe, drawn: the first baseline was learned at the
+initial limit, and above the host's capacity that is a queue (kept for 20 to
+40 windows, latency stays that much higher: 2.5x, on a host of 8 started at 20)."""
 PROBE_SOON: Final = 5
 """Windows to the next probe after one that lowered the baseline: a limit
 that started above the host's capacity learned a queue as its baseline."""
@@ -161,7 +168,7 @@ class AdaptiveLimit:
         self._peak = 0
         self._probing = False
         self._last_short = 0.0
-        self._probe_in = self._probe_gap()
+        self._probe_in = self._probe_gap(PROBE_FIRST)
         self._next_window(now)
 
     def enter(self) -> Entry:
@@ -270,8 +277,8 @@ class AdaptiveLimit:
         # Slower with fewer calls: the host is changing under the probe, and
         # the probe tells nothing.
 
-    def _probe_gap(self) -> int:
-        low, high = PROBE_EVERY
+    def _probe_gap(self, gap: tuple[int, int] = PROBE_EVERY) -> int:
+        low, high = gap
         return low + int(self._random() * (high - low + 1))
 
     def _next_window(self, now: float) -> None:

@@ -44,9 +44,10 @@ class AdaptiveLimiterOptions(SyncStepDefaults, BaseModel):
     above the baseline (queueing at the host) cuts the limit at once, in
     proportion; latency at the baseline while the limit is in use grows it by
     a fifth of its square root. Failed calls teach it nothing, so an outage
-    moves neither the baseline nor the limit. Every 20 to 40 windows a limit
-    in use runs one window 2 x sqrt(limit) lower, at least half (a probe), to
-    tell a host that queues from one that got slower by itself. A request beyond the
+    moves neither the baseline nor the limit. Every 20 to 40 windows (the
+    first time after 3 to 6) a limit in use runs one window 2 x sqrt(limit)
+    lower, at least half (a probe), to tell a host that queues from one that
+    got slower by itself. A request beyond the
     limit and its queue is refused at once with `RateLimitedError` (reason
     ``"concurrency_limit"``): not retried, no evidence against the host.
 
