@@ -302,25 +302,12 @@ def client_for(limiter: Limiter) -> httpx.AsyncClient:
 
 
 def current_limit(client: httpx.AsyncClient) -> str:
-    """The limit the client's limiter holds now: static or learned ("-": none).
-
-    Reads the transport's strategies (not public API: `health()` reports the
-    static limiter only); "?" if their shape changed.
-    """
-    try:
-        from http_resilience._transport.registry import transports_of
-
-        for transport in transports_of(client):
-            for strategy in transport.strategies:
-                limits = getattr(getattr(strategy, "strategy", None), "limits", None)
-                if limits is not None:
-                    held = limits()
-                    return str(held[0][1].limit) if held else "-"
-                permits = getattr(strategy, "limiter", None)
-                if permits is not None:
-                    return str(permits.counts.permits)
-    except (ImportError, AttributeError, TypeError):
-        return "?"
+    """The limit the client's limiter holds now, static or learned ("-": none)."""
+    seen = http_resilience.health(client)
+    if seen.adaptive_limits:
+        return str(seen.adaptive_limits[0].limit)
+    if seen.limiters:
+        return str(seen.limiters[0].limit)
     return "-"
 
 
