@@ -16,6 +16,12 @@ server runs them alone:
 `ResilienceErrorMiddleware` (also at the package's root) answers the errors
 of the pipeline that escape a handler with problem details.
 
+`AdmissionMiddleware` admits a service's own requests under a concurrency
+limit learned from the handlers' latency (the adaptive limiter of the
+clients, inbound), with an optional share per partition (a verified tenant):
+503 when the service is full, 429 when a partition is over its share, both
+with ``Retry-After``; `AdmissionHealth` is what it shows an operator.
+
 The web middlewares of `http_resilience` and `mediator.asgi` go in one order,
 outermost first: ``RequestContextMiddleware``, `ResilienceContextMiddleware`,
 ``IdempotencyKeyMiddleware``, then ``DomainErrorMiddleware`` and
@@ -53,11 +59,22 @@ from http_resilience._health.snapshot import (
     health,
     resilient_transports,
 )
+from http_resilience._middleware.admission import (
+    AdmissionHealth,
+    AdmissionMiddleware,
+)
 from http_resilience._middleware.asgi import ResilienceErrorMiddleware
 from http_resilience._middleware.stack import MiddlewareOrderError
 from http_resilience._middleware.types import ASGIApp, Receive, Scope, Send
 
-__all__ = ["MiddlewareOrderError", "ResilienceErrorMiddleware", "liveness", "readiness"]
+__all__ = [
+    "AdmissionHealth",
+    "AdmissionMiddleware",
+    "MiddlewareOrderError",
+    "ResilienceErrorMiddleware",
+    "liveness",
+    "readiness",
+]
 
 _READ: Final = frozenset({"GET", "HEAD"})
 

@@ -232,6 +232,8 @@ def test_readiness_needs_something_to_watch() -> None:
 def test_the_module_also_offers_the_error_middleware() -> None:
     assert health_asgi.ResilienceErrorMiddleware is ResilienceErrorMiddleware
     assert health_asgi.__all__ == [
+        "AdmissionHealth",
+        "AdmissionMiddleware",
         "MiddlewareOrderError",
         "ResilienceErrorMiddleware",
         "liveness",

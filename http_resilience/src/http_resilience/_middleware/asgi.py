@@ -223,13 +223,19 @@ async def send_problem(
     status: HTTPStatus,
     wait: float | None,
     extra: tuple[tuple[bytes, bytes], ...] = (),
+    *,
+    detail: str | None = None,
 ) -> None:
-    """Answer `status` as problem details, with ``Retry-After`` and `extra`."""
+    """Answer `status` as problem details, with ``Retry-After`` and `extra`.
+
+    `detail` is the fixed text of the body's ``detail``; None: the one this
+    middleware gives `status` (a dependency's outage).
+    """
     problem = {
         "type": "about:blank",
         "title": status.phrase,
         "status": status.value,
-        "detail": _DETAILS[status],
+        "detail": _DETAILS[status] if detail is None else detail,
     }
     body = json.dumps(problem).encode()
     headers = [

@@ -32,7 +32,12 @@ from http_resilience._strategies.adaptive.limit import GRANTED, QUEUED, Adaptive
 if TYPE_CHECKING:
     from http_resilience._strategies.adaptive.options import AdaptiveLimiterOptions
 
-__all__ = ["AdaptiveLimiterStrategy", "AsyncAdaptiveLimiter", "SyncAdaptiveLimiter"]
+__all__ = [
+    "AdaptiveLimiterStrategy",
+    "AsyncAdaptiveLimiter",
+    "AsyncWaiters",
+    "SyncAdaptiveLimiter",
+]
 
 
 class _Settable(Protocol):
@@ -138,6 +143,39 @@ def _succeeded(response: httpx.Response, call: Call) -> bool:
     return call.attempt == 1 and not FAILURE_BY_STATUS[response.status_code]
 
 
+class AsyncWaiters:
+    """The callers queued for async limits: each woken in turn with its permit.
+
+    The queue of `AsyncAdaptiveLimiter`, and of ``AdmissionMiddleware`` in
+    front of a service's own handlers: `wait` after `AdaptiveLimit.enter`
+    said ``"queued"``, `leave` in place of `AdaptiveLimit.leave`.
+    """
+
+    __slots__ = ("_waiters",)
+
+    def __init__(self) -> None:
+        self._waiters: dict[AdaptiveLimit, list[_Place[anyio.Event]]] = {}
+
+    async def wait(self, limit: AdaptiveLimit) -> None:
+        """Wait for a permit of `limit`; a cancelled caller gives its place back."""
+        place = _Place(anyio.Event())
+        self._waiters.setdefault(limit, []).append(place)
+        try:
+            await place.event.wait()
+        except BaseException:  # a cancellation, of asyncio, trio or a scope
+            if place.granted:
+                self.leave(limit)  # the permit came as the caller left: pass it on
+            else:
+                self._waiters[limit].remove(place)
+                limit.abandon()
+            raise
+
+    def leave(self, limit: AdaptiveLimit) -> None:
+        """Give a permit of `limit` back, to its first queued caller if any."""
+        if limit.leave():
+            _hand_over(self._waiters, limit)
+
+
 class AsyncAdaptiveLimiter(AsyncDriver[AdaptiveLimiterStrategy]):
     """The adaptive limiter on an event loop (asyncio or trio)."""
 
@@ -145,22 +183,23 @@ class AsyncAdaptiveLimiter(AsyncDriver[AdaptiveLimiterStrategy]):
 
     def __init__(self, next: AsyncHandler, strategy: AdaptiveLimiterStrategy) -> None:
         super().__init__(next, strategy)
-        self._waiters: dict[AdaptiveLimit, list[_Place[anyio.Event]]] = {}
+        self._waiters = AsyncWaiters()
 
     async def handle(self, request: httpx.Request, call: Call) -> httpx.Response:
         """Take a permit (maybe after queueing), run the inside, give it back."""
         strategy = self.strategy
         limit = strategy.limit_of(call.host)
+        waiters = self._waiters
         entry = limit.enter()
         if entry is not GRANTED:
             if entry is not QUEUED:
                 raise strategy.refused(call)
-            await self._wait(limit)
+            await waiters.wait(limit)
         started = strategy.now()
         try:
             response = await self._next.handle(request, call)
         except BaseException:
-            self._leave(limit)
+            waiters.leave(limit)
             raise
         if _succeeded(response, call):
             ended = strategy.now()
@@ -168,25 +207,8 @@ class AsyncAdaptiveLimiter(AsyncDriver[AdaptiveLimiterStrategy]):
             limit.sample(ended - started, ended)
             if limit.limit != before:
                 strategy.moved(call, before, limit.limit)
-        self._leave(limit)
+        waiters.leave(limit)
         return response
-
-    async def _wait(self, limit: AdaptiveLimit) -> None:
-        place = _Place(anyio.Event())
-        self._waiters.setdefault(limit, []).append(place)
-        try:
-            await place.event.wait()
-        except BaseException:  # a cancellation, of asyncio, trio or a scope
-            if place.granted:
-                self._leave(limit)  # the permit came as the caller left: pass it on
-            else:
-                self._waiters[limit].remove(place)
-                limit.abandon()
-            raise
-
-    def _leave(self, limit: AdaptiveLimit) -> None:
-        if limit.leave():
-            _hand_over(self._waiters, limit)
 
 
 class SyncAdaptiveLimiter(SyncDriver[AdaptiveLimiterStrategy]):
