@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from http_resilience import AdaptiveLimiterOptions, ConcurrencyLimiterOptions
+from http_resilience._middleware.admission import READ_AHEAD
 from http_resilience.asgi import AdmissionHealth, AdmissionMiddleware
 from http_resilience.testing import FakeClock
 
@@ -359,6 +360,35 @@ async def test_a_queued_request_keeps_the_body_read_while_it_waited() -> None:
         await until(lambda: len(app.entered) == 2 and app.inside == 1)
         app.release()
     assert app.bodies["/posted"] == b"abcd"
+
+
+async def test_a_large_body_is_read_ahead_only_so_far_and_reaches_the_app_whole() -> (
+    None
+):
+    app = HeldApp()
+    middleware = admission(app, initial_limit=1, queue_limit=1)
+    chunk = b"x" * (READ_AHEAD // 2 + 1)
+    chunks = [chunk, chunk, chunk, b""]
+    given = 0
+
+    async def body() -> Message:
+        nonlocal given
+        given += 1
+        part = chunks.pop(0)
+        return {"type": "http.request", "body": part, "more_body": bool(chunks)}
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(call, middleware, "/held")
+        await until(lambda: app.inside == 1)
+        group.start_soon(call, middleware, "/large", None, body)
+        await until(lambda: middleware.health().queued == 1 and given == 2)
+        for _ in range(100):  # room to read more, which it must not
+            await anyio.lowlevel.checkpoint()
+        assert given == 2  # past READ_AHEAD: the rest waits where it is
+        app.release()
+        await until(lambda: len(app.entered) == 2 and app.inside == 1)
+        app.release()
+    assert app.bodies["/large"] == chunk * 3
 
 
 async def test_a_cancelled_queued_request_gives_its_place_back() -> None:
