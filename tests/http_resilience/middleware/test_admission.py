@@ -165,7 +165,7 @@ async def until(condition: Callable[[], bool]) -> None:
     raise AssertionError("the condition never held")
 
 
-def queued(middleware: AdmissionMiddleware, count: int) -> Callable[[], bool]:
+def queued_is(middleware: AdmissionMiddleware, count: int) -> Callable[[], bool]:
     return lambda: middleware.health().queued == count
 
 
@@ -292,7 +292,7 @@ async def test_the_queue_lets_requests_in_in_order_as_permits_come_back() -> Non
         await until(lambda: app.inside == 1)
         for index, path in enumerate(["/second", "/third", "/fourth"], start=1):
             group.start_soon(call, middleware, path)
-            await until(queued(middleware, index))
+            await until(queued_is(middleware, index))
         for inside in range(1, 4):
             app.release()
             await until(entered(app, inside + 1))
@@ -389,6 +389,65 @@ async def test_a_large_body_is_read_ahead_only_so_far_and_reaches_the_app_whole(
         await until(lambda: len(app.entered) == 2 and app.inside == 1)
         app.release()
     assert app.bodies["/large"] == chunk * 3
+
+
+async def test_a_caller_who_leaves_as_its_permit_comes_passes_the_permit_on() -> None:
+    leave = anyio.Event()
+    release = anyio.Event()
+    entered: list[str] = []
+
+    async def app(scope: Message, receive: Receive, send: Send) -> None:
+        entered.append(scope["path"])
+        if scope["path"] == "/held":
+            await release.wait()
+            leave.set()  # the queued caller leaves as this permit comes back
+        await send({"type": "http.response.start", "status": 200})
+        await send({"type": "http.response.body", "body": b""})
+
+    async def leaving() -> Message:
+        await leave.wait()
+        return {"type": "http.disconnect"}
+
+    middleware = admission(app, initial_limit=1, queue_limit=2)
+    gone = Answer()
+    async with anyio.create_task_group() as group:
+        group.start_soon(call, middleware, "/held")
+        await until(lambda: entered == ["/held"])
+
+        async def queued() -> None:
+            await middleware(scope_for("/gone"), leaving, gone.send)
+
+        group.start_soon(queued)
+        await until(queued_is(middleware, 1))
+        group.start_soon(call, middleware, "/next")
+        await until(queued_is(middleware, 2))
+        release.set()
+    assert entered == ["/held", "/next"]
+    assert gone.status is None
+    health = middleware.health()
+    assert (health.in_use, health.queued) == (0, 0)
+
+
+async def test_a_queued_request_with_nothing_read_yet_reads_its_own_body() -> None:
+    app = HeldApp()
+    middleware = admission(app, initial_limit=1, queue_limit=1)
+    sent = anyio.Event()
+
+    async def later() -> Message:
+        await sent.wait()
+        return {"type": "http.request", "body": b"late", "more_body": False}
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(call, middleware, "/held")
+        await until(lambda: app.inside == 1)
+        group.start_soon(call, middleware, "/late", None, later)
+        await until(queued_is(middleware, 1))
+        app.release()
+        await until(lambda: len(app.entered) == 2)
+        sent.set()
+        await until(lambda: app.inside == 1)
+        app.release()
+    assert app.bodies["/late"] == b"late"
 
 
 async def test_a_cancelled_queued_request_gives_its_place_back() -> None:
