@@ -277,8 +277,28 @@ class CircuitBreaker:
                 self._slide(bucket)
             self._head_total += 1
             self._total += 1
-            if self.baseline is not None:
-                self._guarded(self.baseline, failed, now, seconds)
+            baseline = self.baseline
+            if baseline is not None:
+                if (
+                    failed
+                    or seconds is None
+                    or seconds >= self._slow_above
+                    or baseline.reads != self._read
+                ):
+                    self._guarded(baseline, failed, now, seconds)
+                    return
+                # A success at the host's own speed (most attempts): `_guarded`
+                # without what only a failure or a slow call reaches.
+                total = self._total
+                if not baseline.armed or (
+                    self._failed < self._halfway * total
+                    and self._slow < self._slow_halfway * total
+                ):
+                    baseline.learn(seconds, False, now)
+                    if baseline.reads != self._read:
+                        self._derive(baseline)
+                if self._failed <= baseline.rate * total:
+                    self._taught = 0
                 return
             if failed:
                 self._head_failed += 1
