@@ -3,7 +3,8 @@
 `AsyncResilientTransport` and `ResilientTransport` wrap any httpx transport in
 the standard pipeline (concurrency limiter, total timeout, retry, per-host
 circuit breaker, attempt timeout), configured by `HttpResilienceOptions`, or in
-a `ResiliencePipeline` of your own (hedging included);
+a `ResiliencePipeline` of your own (hedging, a fallback and a stale cache
+included);
 `create_async_client` and `create_client` build long-lived clients on them,
 and `HttpClientFactory` keeps named ones, each with options or a pipeline of
 its own (`http_resilience.injector` binds one for `injector`).
@@ -21,6 +22,7 @@ from http_resilience._core.correlation import (
     current_correlation_id,
 )
 from http_resilience._core.deadline import deadline_scope, remaining_time
+from http_resilience._core.degraded import Degradation, degradation
 from http_resilience._core.errors import (
     AttemptStalledError,
     AttemptTimeoutError,
@@ -47,6 +49,7 @@ from http_resilience._core.events import (
     TimeoutEvent,
     TripRule,
 )
+from http_resilience._core.suppressed import suppressed_failure
 from http_resilience._fleet.state import SharedState
 from http_resilience._health.control import CircuitControl
 from http_resilience._health.snapshot import (
@@ -70,12 +73,12 @@ from http_resilience._strategies.concurrency.options import ConcurrencyLimiterOp
 from http_resilience._strategies.hedging.options import HedgingOptions
 from http_resilience._strategies.rate_limit.options import RateLimiterOptions
 from http_resilience._strategies.retry.options import RetryOptions
+from http_resilience._strategies.stale_cache.options import StaleCacheOptions
 from http_resilience._streams.decision import StreamRetryContext
 from http_resilience._streams.options import PartialStreamPolicy, StreamRetryOptions
 from http_resilience._streams.resumable import resumable_bytes
 from http_resilience._streams.resumable_sync import resumable_bytes_sync
 from http_resilience._streams.retry import with_retry
-from http_resilience._streams.retry_support import suppressed_failure
 from http_resilience._streams.retry_sync import with_retry_sync
 from http_resilience._transport.transport import (
     AsyncResilientTransport,
@@ -103,6 +106,7 @@ __all__ = [
     "Clock",
     "ConcurrencyLimitEvent",
     "ConcurrencyLimiterOptions",
+    "Degradation",
     "HedgeEvent",
     "HedgingOptions",
     "HostHealth",
@@ -130,6 +134,7 @@ __all__ = [
     "RetryEvent",
     "RetryOptions",
     "SharedState",
+    "StaleCacheOptions",
     "StreamRetryContext",
     "StreamRetryOptions",
     "SystemClock",
@@ -141,6 +146,7 @@ __all__ = [
     "create_client",
     "current_correlation_id",
     "deadline_scope",
+    "degradation",
     "health",
     "remaining_time",
     "resumable_bytes",

@@ -27,7 +27,7 @@ from http_resilience._core.clock import Clock
 from http_resilience._core.correlation import CorrelationSource
 from http_resilience._core.events import HttpEventListener
 from http_resilience._fleet.state import SharedState
-from http_resilience._pipelines.custom import ResiliencePipeline
+from http_resilience._pipelines.custom import ResiliencePipeline, awaits_fallback
 from http_resilience._pipelines.standard import (
     HttpResilienceOptions,
     apply_environment,
@@ -47,6 +47,9 @@ from http_resilience._transport.stamp import (
 
 __all__ = ["FactorySettings", "NamedClient", "check_shared"]
 
+_FALLBACK_IS_ASYNC = (
+    "its pipeline's fallback is async, and a sync client cannot await it"
+)
 _HEDGING_IS_ASYNC = (
     "its pipeline hedges, and hedging needs an async client (a sync attempt "
     "cannot be cancelled)"
@@ -188,7 +191,9 @@ class NamedClient:
         mounts = cast("Mapping[str, object]", arguments.get("mounts") or {})
         transports = [arguments.get("transport"), *mounts.values()]
         no_async: str | None = None
-        no_sync = _HEDGING_IS_ASYNC if own is not None and own.async_only else None
+        no_sync = None
+        if own is not None and own.async_only:
+            no_sync = _FALLBACK_IS_ASYNC if awaits_fallback(own) else _HEDGING_IS_ASYNC
         for transport in transports:
             refuse_second_layer(transport, name)
             if transport is None:

@@ -10,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, Literal, TypeAlias
 
+from http_resilience._core.degraded import DegradationSource
+
 __all__ = [
     "CLOSED",
     "HALF_OPEN",
@@ -233,6 +235,11 @@ class RequestEvent:
         rejected: True when the call ended refused in this process (an open
             breaker, a limiter, a spent quota): `BrokenCircuitError` or
             `RateLimitedError`.
+        degraded: Where the answer came from when the call ended in a
+            failure and a stale cache or a fallback answered in its place
+            (``"stale-cache"``, ``"fallback"``): a logical success that
+            degraded, its `outcome` the status of the answer given. None
+            when the host answered (or the call failed).
     """
 
     client: str
@@ -241,6 +248,7 @@ class RequestEvent:
     outcome: str
     duration: float
     rejected: bool = False
+    degraded: DegradationSource | None = None
 
 
 HttpEvent: TypeAlias = (

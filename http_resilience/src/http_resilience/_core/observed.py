@@ -20,6 +20,11 @@ import httpx
 
 from http_resilience._core.call import AsyncHandler, Call, SyncHandler
 from http_resilience._core.classify import LOCAL_REFUSALS
+from http_resilience._core.degraded import (
+    DEGRADED_EXTENSION,
+    Degradation,
+    DegradationSource,
+)
 from http_resilience._core.events import RequestEvent
 from http_resilience._core.telemetry import LOGGER, Telemetry
 
@@ -123,10 +128,17 @@ class _Observation:
 
     def answered(self, response: httpx.Response) -> httpx.Response:
         """Report the call's end with `response`; return it."""
-        self._end(str(response.status_code), False)
+        degraded = response.extensions.get(DEGRADED_EXTENSION)
+        self._end(
+            str(response.status_code),
+            False,
+            degraded.source if isinstance(degraded, Degradation) else None,
+        )
         return response
 
-    def _end(self, outcome: str, rejected: bool) -> None:
+    def _end(
+        self, outcome: str, rejected: bool, degraded: DegradationSource | None = None
+    ) -> None:
         reporter, call = self.reporter, self.call
         event = RequestEvent(
             call.client,
@@ -135,6 +147,7 @@ class _Observation:
             outcome,
             reporter.now() - self.started,
             rejected,
+            degraded,
         )
         reporter.telemetry.request(event)
         # Innermost first: what the last observer opened closes first.

@@ -7,15 +7,15 @@ values, bodies, URL userinfo and query strings never reach either.
 Every log record also carries these as attributes (``extra``), for a
 formatter or a structured handler: ``resilience_event`` (``"attempt"``,
 ``"retry"``, ``"hedge"``, ``"breaker"``, ``"baseline"``,
-``"concurrency_limit"``, ``"nested_retry"``, ``"rejection"``, ``"timeout"``),
-``resilience_client``, ``resilience_method`` (None for a breaker, a baseline
-or a limit), ``resilience_host``, ``correlation_id`` (the call's, or None),
-and per kind ``resilience_attempt``, ``resilience_delay_s``,
-``resilience_reason``, ``resilience_duration_s``, ``resilience_state``,
-``resilience_previous_state``, ``resilience_p50_s``, ``resilience_p95_s``,
-``resilience_error_rate``, ``resilience_limit`` and
-``resilience_previous_limit``. A wait reads ``retrying in 1.250 s`` in every
-package.
+``"concurrency_limit"``, ``"nested_retry"``, ``"rejection"``, ``"timeout"``,
+``"degraded"``), ``resilience_client``, ``resilience_method`` (None for a
+breaker, a baseline or a limit), ``resilience_host``, ``correlation_id`` (the
+call's, or None), and per kind ``resilience_attempt``,
+``resilience_delay_s``, ``resilience_reason``, ``resilience_duration_s``,
+``resilience_state``, ``resilience_previous_state``, ``resilience_p50_s``,
+``resilience_p95_s``, ``resilience_error_rate``, ``resilience_limit``,
+``resilience_previous_limit`` and ``resilience_source``. A wait reads
+``retrying in 1.250 s`` in every package.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from http_resilience._core.correlation import (
     CORRELATION_EXTENSION,
     current_correlation_id,
 )
+from http_resilience._core.degraded import DegradationSource
 from http_resilience._core.events import (
     OPEN,
     BreakerState,
@@ -46,7 +47,8 @@ __all__ = ["LOGGER", "Telemetry", "correlation_of"]
 LOGGER = logging.getLogger("http_resilience")
 """Where the pipeline logs: retries and timeouts at WARNING, hedges at INFO, a
 breaker opening at WARNING and its other transitions at INFO, a baseline's
-changes at INFO, attempts, rejections and adaptive limits at DEBUG."""
+changes at INFO, a degraded answer (stale or a fallback's) at WARNING,
+attempts, rejections and adaptive limits at DEBUG."""
 
 
 _LINES: Final[dict[str, tuple[str, tuple[str, ...]]]] = {
@@ -84,6 +86,10 @@ _LINES: Final[dict[str, tuple[str, tuple[str, ...]]]] = {
         ("resilience_previous_limit", "resilience_limit"),
     ),
     "rejection": ("refused, %s", ("resilience_reason",)),
+    "degraded": (
+        "answered from the %s in place of %s",
+        ("resilience_source", "resilience_reason"),
+    ),
     "timeout": (
         "%s timeout after %.3f s",
         ("resilience_reason", "resilience_duration_s"),
@@ -236,6 +242,15 @@ class Telemetry:
         self._log(logging.DEBUG, "rejection", method, host, (reason,))
         if self.listeners:
             self._emit(events.RejectionEvent(self.client, method, host, reason))
+
+    def degraded(
+        self, method: str, host: str, source: DegradationSource, reason: str
+    ) -> None:
+        """The call failed with `reason`; `source` answered in its place.
+
+        Logged only: listeners read it on the call's `RequestEvent`.
+        """
+        self._log(logging.WARNING, "degraded", method, host, (source, reason))
 
     def timeout(
         self, method: str, host: str, kind: Literal["attempt", "total"], after: float

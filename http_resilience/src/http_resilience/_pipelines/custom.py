@@ -19,12 +19,22 @@ from http_resilience._strategies.adaptive.options import AdaptiveLimiterOptions
 from http_resilience._strategies.breaker.options import BreakerOptions
 from http_resilience._strategies.budget.options import RetryBudgetOptions
 from http_resilience._strategies.concurrency.options import ConcurrencyLimiterOptions
+from http_resilience._strategies.fallback.options import (
+    AsyncFallbackStep,
+    FallbackStep,
+    fallback_step,
+)
+from http_resilience._strategies.fallback.strategy import (
+    AsyncFallbackFunction,
+    FallbackFunction,
+)
 from http_resilience._strategies.hedging.options import HedgingOptions
 from http_resilience._strategies.rate_limit.options import RateLimiterOptions
 from http_resilience._strategies.retry.options import RetryOptions
+from http_resilience._strategies.stale_cache.options import StaleCacheOptions
 from http_resilience._strategies.timeout.options import TimeoutOptions
 
-__all__ = ["ResiliencePipeline"]
+__all__ = ["ResiliencePipeline", "awaits_fallback"]
 
 Options = TypeVar("Options", bound=BaseModel)
 
@@ -44,6 +54,21 @@ def _options(
             f"{add}: options must be {kind.__name__}, got {type(options).__qualname__}"
         )
     return options
+
+
+def awaits_fallback(pipeline: ResiliencePipeline) -> bool:
+    """Whether `pipeline` is async-only for an async fallback alone (no hedging)."""
+    needs_async = [step for step in pipeline.steps if async_only((step,))]
+    return bool(needs_async) and all(
+        isinstance(step, AsyncFallbackStep) for step in needs_async
+    )
+
+
+def _degrading_rank(step: StepOptions) -> int:
+    """0 for a fallback, 1 for the stale cache, 2 for any other step."""
+    if isinstance(step, FallbackStep | AsyncFallbackStep):
+        return 0
+    return 1 if isinstance(step, StaleCacheOptions) else 2
 
 
 class ResiliencePipeline:
@@ -72,7 +97,13 @@ class ResiliencePipeline:
 
     Hedging needs the async transport: the sync transports refuse a pipeline
     with hedging (a blocking attempt cannot be cancelled, so a hedge's loser
-    would run on to its end).
+    would run on to its end), and with an async fallback.
+
+    The two steps that degrade on purpose, `add_fallback` and
+    `add_stale_cache`, go outside every other step wherever they are added,
+    so they see only the call's end (after the retries, the breaker, the
+    limiters): the fallbacks outermost, in the order added, then the stale
+    cache.
 
     Example:
         >>> pipeline = (
@@ -97,13 +128,104 @@ class ResiliencePipeline:
 
     @property
     def async_only(self) -> bool:
-        """Whether a strategy has no sync twin (hedging): no sync client runs it."""
+        """Whether a strategy has no sync twin (hedging, an async fallback).
+
+        No sync client runs such a pipeline.
+        """
         return async_only(self._steps)
 
     def _with(self, step: StepOptions) -> ResiliencePipeline:
         pipeline = ResiliencePipeline()
         pipeline._steps = (*self._steps, step)
         return pipeline
+
+    def _degrading(self, step: StepOptions, rank: int) -> ResiliencePipeline:
+        """This pipeline with `step` among the degrading steps at its outer end.
+
+        Rank 0 (a fallback) goes after the fallbacks already there; rank 1
+        (the stale cache) after them and before every other step.
+        """
+        steps = self._steps
+        at = 0
+        while at < len(steps) and _degrading_rank(steps[at]) <= rank:
+            at += 1
+        pipeline = ResiliencePipeline()
+        pipeline._steps = (*steps[:at], step, *steps[at:])
+        return pipeline
+
+    def add_fallback(
+        self, fn: FallbackFunction | AsyncFallbackFunction, /
+    ) -> ResiliencePipeline:
+        """Add a fallback: `fn` answers when the call has given up.
+
+        ``fn(request, failure)`` is called only when the call ends in a
+        failure that may degrade (a failure status: 408, 429, the 5xx but
+        501 and 505; a transport failure or a timeout; an open breaker, a
+        limiter or a quota that refused), never for a mistake (a bug, a
+        request the client could not send, a cancellation). `failure` is the
+        exception the call would raise, or the failing response it would
+        return. `fn` returns the response that stands in for it, or None to
+        let the failure through. Its response is marked degraded
+        (`degradation(response)`: source ``"fallback"``, the failure as its
+        reason), and the call's `RequestEvent` says so. A `fn` that raises
+        does not replace the failure: an exception is raised as it was,
+        with the fallback's failure on it (`suppressed_failure`); a failing
+        response is returned as it was.
+
+        The fallback goes outside every step but the fallbacks added before
+        it, wherever it is added: it sees only what the whole call ended
+        with, after its retries.
+
+        Args:
+            fn: The fallback, a function of the request and the failure; it
+                may be async (``async def``), and then only an async client
+                runs the pipeline.
+
+        Raises:
+            TypeError: `fn` is not callable, or not with two arguments.
+
+        Example:
+            >>> import httpx
+            >>> def offline(request, failure):
+            ...     return httpx.Response(200, json={"items": [], "offline": True})
+            >>> ResiliencePipeline().add_retry().add_fallback(offline)
+            ResiliencePipeline(fallback, retry)
+        """
+        return self._degrading(fallback_step(fn), 0)
+
+    def add_stale_cache(
+        self, options: StaleCacheOptions | None = None, /, **fields: Any
+    ) -> ResiliencePipeline:
+        """Add a stale cache: the last good answer to a read, when the host fails.
+
+        RFC 5861's stale-if-error, for GET and HEAD: see `StaleCacheOptions`
+        for what is kept, what never is, and when it is served. A stale
+        answer has an ``Age`` header and is marked degraded
+        (`degradation(response)`: source ``"stale-cache"``, its age).
+
+        It goes outside every step but the fallbacks, wherever it is added:
+        it serves only when the whole call has given up.
+
+        Args:
+            options: The cache's options (`max_stale` has no default).
+            **fields: `StaleCacheOptions` fields, instead of `options`.
+
+        Raises:
+            pydantic.ValidationError: A field is invalid, unknown or missing.
+            TypeError: Both `options` and fields, or `options` of another type.
+            ValueError: The pipeline has a stale cache already.
+
+        Example:
+            >>> ResiliencePipeline().add_retry().add_stale_cache(max_stale="5m")
+            ResiliencePipeline(stale cache, retry)
+        """
+        cache = _options(StaleCacheOptions, options, fields, "add_stale_cache")
+        if any(isinstance(step, StaleCacheOptions) for step in self._steps):
+            raise ValueError(
+                "add_stale_cache: the pipeline has a stale cache already; one "
+                "is enough (a second would only keep the same answers twice)"
+            )
+        return self._degrading(cache, 1)
 
     def add_timeout(self, timeout: DurationInput) -> ResiliencePipeline:
         """Add a timeout: what is added after it must end within `timeout`.

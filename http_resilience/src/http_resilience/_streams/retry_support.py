@@ -10,6 +10,7 @@ import logging
 
 from http_resilience._core.arguments import of_type
 from http_resilience._core.correlation import current_correlation_id
+from http_resilience._core.suppressed import keep_suppressed, suppressed_failure
 from http_resilience._streams.options import StreamRetryOptions
 
 __all__ = [
@@ -22,40 +23,6 @@ __all__ = [
 
 _DEFAULT_OPTIONS = StreamRetryOptions()
 _log = logging.getLogger("http_resilience")
-_SUPPRESSED = "__http_resilience_suppressed_failure__"
-
-
-def suppressed_failure(exc: BaseException) -> BaseException | None:
-    """The failure that `exc` won over when the broken source was closed.
-
-    The first failure of an attempt wins: when closing the source after a
-    break raises too, the break is what `with_retry` classifies and raises,
-    and the closing failure is kept on it, as the exception object itself.
-    Likewise a cancellation or an early stop wins over a failure while closing.
-
-    Treat what it returns as diagnostic material to redact deliberately: a
-    network client's error can name a host or carry parts of a request, so do
-    not render it into a response.
-
-    Args:
-        exc: An exception raised by a `with_retry` or `with_retry_sync` stream.
-
-    Returns:
-        The suppressed exception, or None if nothing was suppressed.
-
-    Example:
-        >>> suppressed_failure(ValueError("no cleanup failed")) is None
-        True
-    """
-    found: BaseException | None = getattr(exc, _SUPPRESSED, None)
-    return found
-
-
-def keep_suppressed(winner: BaseException, loser: BaseException) -> None:
-    """Keep `loser` on `winner`, for `suppressed_failure`; the first one kept stays."""
-    # The first suppression wins as well: a later one would hide the earlier.
-    if winner is not loser and getattr(winner, _SUPPRESSED, None) is None:
-        setattr(winner, _SUPPRESSED, loser)
 
 
 def check_options(options: object, name: str) -> StreamRetryOptions:

@@ -14,7 +14,7 @@ from http_resilience._core.arguments import of_type
 from http_resilience._core.clock import SYSTEM_CLOCK, Clock, reader
 from http_resilience._core.raw_headers import is_token
 from http_resilience._core.send import DeadlineTeller, deadline_teller
-from http_resilience._pipelines.custom import ResiliencePipeline
+from http_resilience._pipelines.custom import ResiliencePipeline, awaits_fallback
 from http_resilience._pipelines.standard import (
     HttpResilienceOptions,
     apply_environment,
@@ -127,10 +127,16 @@ def resolve_pipeline(
     Raises:
         TypeError: `options` or `config` given as well (they configure the
             standard pipeline), `pipeline` is not a `ResiliencePipeline`, or it
-            hedges and the client is sync.
+            hedges or has an async fallback and the client is sync.
     """
     pipeline = checked_pipeline(pipeline, options, name, config)
     if sync and pipeline.async_only:
+        if awaits_fallback(pipeline):
+            raise TypeError(
+                f"HTTP client {name!r}: the pipeline's fallback is async; a sync "
+                "client cannot await it (give a sync function, or use an async "
+                "client)"
+            )
         raise TypeError(
             f"HTTP client {name!r}: hedging needs an async client; a sync "
             "attempt cannot be cancelled, so a hedge's loser would run to its end"

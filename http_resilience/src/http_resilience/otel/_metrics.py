@@ -64,7 +64,10 @@ class HttpMetrics:
 
     Logical calls (``http_resilience.requests``) are counted apart from the
     physical attempts they cost (``http_resilience.attempts``), so retries
-    that hide a failing host show as more attempts per call. Attempts are
+    that hide a failing host show as more attempts per call. A call that
+    failed and was answered stale or by a fallback counts in
+    ``http_resilience.requests`` by the answer it got (a success), and in
+    ``http_resilience.degraded`` by its source. Attempts are
     reported by the retry and hedging strategies: a pipeline with neither
     counts calls only.
 
@@ -161,6 +164,14 @@ _INSTRUMENTS: Final = (
         "http_resilience.requests",
         "{request}",
         "Logical HTTP calls, by outcome class",
+    ),
+    _Instrument(
+        RequestEvent,
+        "http_resilience.degraded",
+        "{request}",
+        "Logical HTTP calls that failed and were answered in place, stale or "
+        "by a fallback, by source",
+        only=("degraded", "http_resilience.degraded.source"),
     ),
     _Instrument(
         RequestEvent,

@@ -53,6 +53,8 @@ class _CallSpan:
         if kind not in _SUCCESS:
             span.set_attribute("error.type", outcome)
             span.set_status(Status(StatusCode.ERROR))
+        if event.degraded is not None:
+            span.set_attribute(DEGRADED_ATTRIBUTE, event.degraded)
         if self.attempts:
             span.set_attribute("http_resilience.attempts", self.attempts)
             if self.attempts > 1:
@@ -63,6 +65,9 @@ class _CallSpan:
 
 
 _SUCCESS: Final = frozenset({"1xx", "2xx", "3xx"})
+DEGRADED_ATTRIBUTE: Final = "http_resilience.degraded.source"
+"""On a call's span, and on ``http_resilience.degraded``: where a degraded
+answer came from (``"stale-cache"``, ``"fallback"``)."""
 
 
 class HttpTracing:
