@@ -155,9 +155,17 @@ class StaleCacheStrategy:
         return None if leaves_alone(request) else self.store.key(request)
 
     def answered(
-        self, request: httpx.Request, key: bytes, response: httpx.Response
+        self,
+        request: httpx.Request,
+        key: bytes,
+        response: httpx.Response,
+        *,
+        sync: bool,
     ) -> None:
-        """The host answered `response` (no failure): replace the entry, record it."""
+        """The host answered `response` (no failure): replace the entry, record it.
+
+        `sync`: the body is read by a sync client (else by an async one).
+        """
         now = self._now()
         store = self.store
         store.replace(key, now)
@@ -192,10 +200,10 @@ class StaleCacheStrategy:
         except httpx.ResponseNotRead:
             recording = _Recording(self, key, entry, left)
             stream = response.stream
-            if isinstance(stream, httpx.AsyncByteStream):
-                response.stream = _RecordingAsyncStream(stream, recording)
-            else:
+            if sync and isinstance(stream, httpx.SyncByteStream):
                 response.stream = _RecordingSyncStream(stream, recording)
+            elif not sync and isinstance(stream, httpx.AsyncByteStream):
+                response.stream = _RecordingAsyncStream(stream, recording)
             return
         body = _raw_body(response)
         if body is not None and len(body) <= left:
@@ -276,7 +284,7 @@ class AsyncStaleCache(AsyncDriver[StaleCacheStrategy]):
                 raise
             return stale
         if not is_degradable(response):
-            strategy.answered(request, key, response)
+            strategy.answered(request, key, response, sync=False)
             return response
         stale = strategy.stale(request, call, key, response)
         if stale is None:
@@ -306,7 +314,7 @@ class SyncStaleCache(SyncDriver[StaleCacheStrategy]):
                 raise
             return stale
         if not is_degradable(response):
-            strategy.answered(request, key, response)
+            strategy.answered(request, key, response, sync=True)
             return response
         stale = strategy.stale(request, call, key, response)
         if stale is None:
