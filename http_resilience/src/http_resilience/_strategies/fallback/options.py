@@ -51,7 +51,7 @@ def fallback_step(function: object) -> FallbackStep | AsyncFallbackStep:
         try:
             signature.bind(None, None)
         except TypeError:
-            name = getattr(function, "__qualname__", type(function).__qualname__)
+            name = getattr(function, "__name__", type(function).__name__)
             raise TypeError(
                 f"add_fallback: the fallback is called as fn(request, failure), "
                 f"but {name}{signature} cannot be called so"
