@@ -372,6 +372,9 @@ def serve_app(
     # first waits ~40 ms (Nagle's algorithm against the client's delayed ACK).
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
+        # As uvicorn binds its own: the connections it closed (TIME_WAIT)
+        # then do not keep a test from holding the port once it stops.
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listener.bind((HOST, 0))
         # Listening before uvicorn serves: an early connection waits in the
         # backlog instead of being refused.
