@@ -24,12 +24,13 @@ from http_resilience import (
     RequestEvent,
     ResiliencePipeline,
     ResilientTransport,
+    TotalTimeoutError,
     create_client,
     degradation,
     suppressed_failure,
 )
 from http_resilience._strategies.fallback.strategy import Failure
-from http_resilience.otel import HttpMetrics
+from http_resilience.otel import HttpMetrics, HttpTracing
 from http_resilience.testing import EventRecorder, FakeClock
 from tests.http_resilience._support.scripted import Reply, Script, script
 from tests.support.otel import Recorded, recorded
@@ -156,6 +157,29 @@ async def test_an_open_breaker_is_handed_to_it() -> None:
             await client.get(URL)
     assert isinstance(fallback.calls[-1][1], BrokenCircuitError)
     assert server.hits == 2
+
+
+async def test_a_deadline_that_ran_out_is_handed_to_it() -> None:
+    clock = FakeClock()
+    fallback = Offline()
+
+    async def slow(request: httpx.Request) -> httpx.Response:
+        await clock.sleep(2)
+        return httpx.Response(200)
+
+    pipeline = (
+        ResiliencePipeline()
+        .add_fallback(fallback)
+        .add_timeout("1s")
+        .add_retry(max_retry_attempts=3, base_delay=0)
+    )
+    transport = AsyncResilientTransport(
+        httpx.MockTransport(slow), pipeline=pipeline, clock=clock
+    )
+    async with httpx.AsyncClient(transport=transport) as client:
+        answer = await client.get(URL)
+    assert degradation(answer) == Degradation("fallback", "TotalTimeoutError", None)
+    assert isinstance(fallback.calls[0][1], TotalTimeoutError)
 
 
 async def test_none_lets_the_failure_through() -> None:
@@ -360,6 +384,24 @@ async def test_the_metrics_count_a_degraded_call_apart(otel: Recorded) -> None:
         )
         == 1
     )
+
+
+async def test_the_call_span_says_it_degraded(otel: Recorded) -> None:
+    pipeline = ResiliencePipeline().add_fallback(Offline())
+    transport = AsyncResilientTransport(
+        httpx.MockTransport(script(200, 503)),
+        pipeline=pipeline,
+        clock=FakeClock(),
+        listeners=[HttpTracing(tracer_provider=otel.tracer_provider)],
+    )
+    async with httpx.AsyncClient(transport=transport) as client:
+        await client.get(URL)
+        await client.get(URL)
+    fresh, degraded = otel.spans()
+    assert "http_resilience.degraded.source" not in (fresh.attributes or {})
+    attributes = degraded.attributes or {}
+    assert attributes["http_resilience.degraded.source"] == "fallback"
+    assert attributes["http_resilience.outcome"] == "2xx"
 
 
 async def test_a_degraded_answer_is_logged_by_source_and_reason(

@@ -60,8 +60,9 @@ class Degradation:
         reason: The failure it replaced: the status code as a string
             (``"503"``), or the exception's type name (``"ConnectError"``,
             ``"BrokenCircuitError"``).
-        age: For a stale answer, seconds since the host gave it (its ``Age``
-            header holds the same, in whole seconds); None for a fallback's.
+        age: For a stale answer, its age in seconds: since the host gave it,
+            plus the ``Age`` it came with (its ``Age`` header holds the
+            same, in whole seconds); None for a fallback's.
 
     Example:
         >>> Degradation("stale-cache", "503", 12.5).age
