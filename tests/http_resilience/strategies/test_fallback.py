@@ -478,3 +478,26 @@ def test_sync_an_async_call_it_did_not_see_is_a_failing_fallback() -> None:
     kept = suppressed_failure(raised.value)
     assert isinstance(kept, TypeError)
     assert "a sync client needs a sync fallback" in str(kept)
+
+
+def test_sync_it_is_not_called_for_a_bug_and_none_lets_a_response_through() -> None:
+    fallback = Offline(answer=False)
+    pipeline = ResiliencePipeline().add_fallback(fallback)
+    with (
+        httpx.Client(
+            transport=sync_transport(script(ValueError("a bug")), pipeline)
+        ) as client,
+        pytest.raises(ValueError, match="a bug"),
+    ):
+        client.get(URL)
+    assert fallback.calls == []
+    with httpx.Client(transport=sync_transport(script(503), pipeline)) as client:
+        assert client.get(URL).status_code == 503
+    with (
+        httpx.Client(
+            transport=sync_transport(script(httpx.ConnectError("x")), pipeline)
+        ) as client,
+        pytest.raises(httpx.ConnectError),
+    ):
+        client.get(URL)
+    assert len(fallback.calls) == 2

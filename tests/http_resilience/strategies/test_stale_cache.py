@@ -28,7 +28,7 @@ from http_resilience import (
     StaleCacheOptions,
     degradation,
 )
-from http_resilience._strategies.stale_cache.store import StaleStore
+from http_resilience._strategies.stale_cache.store import Entry, StaleStore
 from http_resilience._strategies.stale_cache.strategy import (
     AsyncStaleCache,
     StaleCacheStrategy,
@@ -511,13 +511,13 @@ async def test_a_body_over_the_bound_is_not_stored_while_read() -> None:
     clock = FakeClock()
 
     def chunked(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, stream=Chunks(b"a" * 600, b"b" * 600))
+        return httpx.Response(200, stream=Chunks(b"a" * 600, b"b" * 600, b"c" * 10))
 
     transport = AsyncResilientTransport(
         httpx.MockTransport(chunked), pipeline=cache(max_bytes=1000), clock=clock
     )
     async with httpx.AsyncClient(transport=transport) as client:
-        assert len((await client.get(URL)).content) == 1200  # the caller gets it all
+        assert len((await client.get(URL)).content) == 1210  # the caller gets it all
     assert strategy_of(transport).store.size == (0, 0)
 
 
@@ -692,3 +692,56 @@ def test_an_open_breaker_alone_is_refused_without_an_entry() -> None:
         client.get(URL)
         with pytest.raises(BrokenCircuitError):
             client.get(URL)
+
+
+def entry_at(at: float, body: bytes = b"x") -> Entry:
+    return Entry(200, (), body, (), at, 0.0, 60.0, (), b"")
+
+
+def test_the_store_holds_the_last_answer_or_nothing() -> None:
+    store = StaleStore(max_entries=5, max_bytes=100)
+    assert store.put(b"k", entry_at(2.0))
+    assert not store.put(b"k", entry_at(1.0))  # a body read late, of an older answer
+    store.replace(b"k", 3.0)  # a newer answer arrived
+    assert store.size == (0, 0)
+    assert not store.put(b"k", entry_at(2.5))  # older than the answer that replaced it
+    assert store.put(b"k", entry_at(3.0))
+    assert not store.put(b"j", entry_at(4.0, b"x" * 101))  # larger than the store
+    assert store.size == (1, 1)
+
+
+async def test_headers_larger_than_the_store_are_not_stored() -> None:
+    host, clock = Host(headers={"X-Padding": "p" * 2000}), FakeClock()
+    transport = async_transport(host, clock, cache(max_bytes=1000))
+    async with httpx.AsyncClient(transport=transport) as client:
+        await client.get(URL)
+    assert strategy_of(transport).store.size == (0, 0)
+
+
+def test_sync_a_bug_or_nothing_stored_goes_through() -> None:
+    clock = FakeClock()
+    host = Host(down="refused")
+    with (
+        httpx.Client(transport=sync_transport(host, clock)) as client,
+        pytest.raises(httpx.ConnectError),
+    ):
+        client.get(URL)
+
+    def broken(request: httpx.Request) -> httpx.Response:
+        raise ValueError("a bug")
+
+    transport = ResilientTransport(
+        httpx.MockTransport(broken), pipeline=cache(), clock=clock
+    )
+    with (
+        httpx.Client(transport=transport) as client,
+        pytest.raises(ValueError, match="a bug"),
+    ):
+        client.get(URL)
+    host = Host()
+    with httpx.Client(transport=sync_transport(host, clock)) as client:
+        client.get(URL)
+        host.down = 501
+        assert client.get(URL).status_code == 501
+        host.down = 503
+        assert client.get("http://inventory.example/other").status_code == 503
