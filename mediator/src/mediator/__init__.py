@@ -13,6 +13,9 @@ from mediator._behaviors.audit import (
     Sensitive,
 )
 from mediator._behaviors.authorization import AuthorizationBehavior, Policy, authorize
+from mediator._behaviors.fallback.behavior import FallbackBehavior
+from mediator._behaviors.fallback.handler import FallbackHandler
+from mediator._behaviors.fallback.marker import fallback
 from mediator._behaviors.idempotency.behavior import (
     IdempotencyBehavior,
     IdempotencyOptions,
@@ -48,6 +51,7 @@ from mediator._core.context import (
     current_correlation_id,
     current_principal,
 )
+from mediator._core.degradation import Degradation, degradation, degraded
 from mediator._core.errors import (
     BusinessRuleError,
     ConfigurationError,
@@ -108,8 +112,11 @@ __all__ = [
     "ConflictError",
     "ContextPrincipalProvider",
     "DeadlineExceededError",
+    "Degradation",
     "DomainError",
     "DuplicateHandlerError",
+    "FallbackBehavior",
+    "FallbackHandler",
     "FieldError",
     "ForbiddenError",
     "HandlerNotFoundError",
@@ -160,7 +167,10 @@ __all__ = [
     "current_correlation_id",
     "current_idempotency_key",
     "current_principal",
+    "degradation",
+    "degraded",
     "derive_idempotency_key",
+    "fallback",
     "idempotency_key",
     "idempotent",
     "in_unit_of_work",

@@ -21,6 +21,7 @@ from mediator._core.context import (
     current_correlation_id,
     replayed,
 )
+from mediator._core.degradation import Degradation, degradation_of
 from mediator._core.fields import REDACTED, Sensitive, redacted_fields
 from mediator._core.stage import Stage
 
@@ -47,6 +48,9 @@ class AuditRecord:
         fields: The request's fields, sensitive ones replaced by ``"[redacted]"``.
         replayed: True when an ``@idempotent`` command was answered from the
             idempotency store, its handler not run (see `is_replay`).
+        degraded: For a ``@fallback`` query its fallback answered, how (see
+            `degradation`): the source, the freshness and the original
+            failure's type name; the outcome is then ``"ok"``. None otherwise.
     """
 
     request_type: str
@@ -56,6 +60,7 @@ class AuditRecord:
     correlation_id: str | None
     fields: Mapping[str, Any]
     replayed: bool = False
+    degraded: Degradation | None = None
 
 
 @runtime_checkable
@@ -200,5 +205,6 @@ class _Audit:
                 correlation_id=current_correlation_id(),
                 fields=redacted_fields(request),
                 replayed=replayed(request),
+                degraded=degradation_of(request) if failure is None else None,
             )
         )

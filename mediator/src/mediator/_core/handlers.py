@@ -223,12 +223,24 @@ def first_type_argument(cls: type[Any], roots: tuple[type[Any], ...]) -> object:
     ``class Base(RequestHandler[T, int])`` and ``class Concrete(Base[Ping])``
     resolve to ``Ping``. None when no root is parametrised.
     """
+    found = type_arguments(cls, roots)
+    return found[0] if found else None
+
+
+def type_arguments(
+    cls: type[Any], roots: tuple[type[Any], ...]
+) -> tuple[object, ...] | None:
+    """Every type argument `cls` gives one of the generic `roots`, substituted.
+
+    As `first_type_argument`, but all of them: ``(Ping, int)`` for a
+    ``RequestHandler[Ping, int]``. None when no root is parametrised.
+    """
     return _search(cls, roots, {})
 
 
 def _search(
     cls: type[Any], roots: tuple[type[Any], ...], bound: dict[object, object]
-) -> object:
+) -> tuple[object, ...] | None:
     for base in cls.__dict__.get("__orig_bases__", cls.__bases__):
         origin = get_origin(base) or base
         if not isinstance(origin, type) or not issubclass(origin, roots):
@@ -237,7 +249,7 @@ def _search(
             bound.get(a, a) if isinstance(a, TypeVar) else a for a in get_args(base)
         )
         if origin in roots:
-            return args[0] if args else None
+            return args or None
         params: tuple[object, ...] = getattr(origin, "__parameters__", ())
         found = _search(origin, roots, dict(zip(params, args, strict=False)))
         if found is not None:

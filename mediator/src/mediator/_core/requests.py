@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["Command", "Notification", "Query", "Request", "StreamQuery"]
+__all__ = [
+    "Command",
+    "Notification",
+    "Query",
+    "Request",
+    "StreamQuery",
+    "response_type",
+]
 
 R = TypeVar("R")
 T = TypeVar("T")
@@ -55,3 +62,31 @@ class StreamQuery(BaseModel, Generic[T]):
     """A query answered by a stream of `T`, consumed with `Mediator.stream`."""
 
     model_config = _FROZEN
+
+
+_REQUEST_ROOTS: tuple[object, ...] = (Request, Command, Query)
+
+
+def response_type(request_type: type[Any]) -> object:
+    """The ``R`` of ``Command[R]`` or ``Query[R]`` the type derives from (Any if open).
+
+    Read from pydantic's generic metadata, substituting type variables through
+    intermediate generic request classes.
+    """
+    bound: dict[object, object] = {}
+    for klass in request_type.__mro__:
+        meta: dict[str, Any] | None = getattr(
+            klass, "__pydantic_generic_metadata__", None
+        )
+        origin: object = meta["origin"] if meta else None
+        if meta is None or origin is None:
+            continue
+        args = tuple(
+            bound.get(a, a) if isinstance(a, TypeVar) else a for a in meta["args"]
+        )
+        if origin in _REQUEST_ROOTS:
+            found = args[0] if args else Any
+            return Any if isinstance(found, TypeVar) else found
+        generic: dict[str, Any] = getattr(origin, "__pydantic_generic_metadata__", {})
+        bound.update(zip(generic.get("parameters", ()), args, strict=False))
+    return Any

@@ -13,12 +13,13 @@ class Stage:
     """An ordered position in the behavior chain; lower values run further out.
 
     The built-in stages leave room for custom ones between them:
-    ``AUDIT (100) < VALIDATION (200) < AUTHORIZATION (300) < IDEMPOTENCY (350)
-    < RETRY (400) < TRANSACTION (500)``. Stages compare by `value` only.
+    ``AUDIT (100) < VALIDATION (200) < AUTHORIZATION (300) < FALLBACK (330)
+    < IDEMPOTENCY (350) < RETRY (400) < TRANSACTION (500)``. Stages compare by
+    `value` only.
 
     Example:
         >>> TENANCY = Stage(320, "TENANCY")
-        >>> Stage.AUTHORIZATION < TENANCY < Stage.IDEMPOTENCY
+        >>> Stage.AUTHORIZATION < TENANCY < Stage.FALLBACK
         True
     """
 
@@ -28,6 +29,7 @@ class Stage:
     AUDIT: ClassVar[Stage]
     VALIDATION: ClassVar[Stage]
     AUTHORIZATION: ClassVar[Stage]
+    FALLBACK: ClassVar[Stage]
     IDEMPOTENCY: ClassVar[Stage]
     RETRY: ClassVar[Stage]
     TRANSACTION: ClassVar[Stage]
@@ -45,6 +47,7 @@ class Stage:
 Stage.AUDIT = Stage(100, "AUDIT")
 Stage.VALIDATION = Stage(200, "VALIDATION")
 Stage.AUTHORIZATION = Stage(300, "AUTHORIZATION")
+Stage.FALLBACK = Stage(330, "FALLBACK")
 Stage.IDEMPOTENCY = Stage(350, "IDEMPOTENCY")
 Stage.RETRY = Stage(400, "RETRY")
 Stage.TRANSACTION = Stage(500, "TRANSACTION")

@@ -11,6 +11,7 @@ from injector import Binder, Injector, InstanceProvider, Module, provider, singl
 
 from mediator._behaviors.audit import AuditBehavior, AuditSink, LoggingAuditSink
 from mediator._behaviors.authorization import AuthorizationBehavior
+from mediator._behaviors.fallback.behavior import FallbackBehavior
 from mediator._behaviors.idempotency.behavior import IdempotencyBehavior
 from mediator._behaviors.transaction.behavior import TransactionBehavior
 from mediator._behaviors.validation import (
@@ -37,6 +38,7 @@ DEFAULT_BEHAVIORS: tuple[type[Any], ...] = (
     AuditBehavior,
     ValidationBehavior,
     AuthorizationBehavior,
+    FallbackBehavior,
     IdempotencyBehavior,
     TransactionBehavior,
 )
@@ -135,11 +137,11 @@ class MediatorConfig:
         """Install the built-in behaviors and order the chain by `Stage`.
 
         Adds `AuditBehavior`, `ValidationBehavior`, `AuthorizationBehavior`,
-        `IdempotencyBehavior` and `TransactionBehavior`, and orders every
-        behavior (these, yours, and those other modules register) by stage,
-        whatever the registration order: audit, validation, authorization and
-        idempotency run once per request, retry sits inside them and outside
-        the transaction.
+        `FallbackBehavior`, `IdempotencyBehavior` and `TransactionBehavior`,
+        and orders every behavior (these, yours, and those other modules
+        register) by stage, whatever the registration order: audit,
+        validation, authorization, fallback and idempotency run once per
+        request, retry sits inside them and outside the transaction.
         """
         self._ordered_by_stage = True
         for behavior in DEFAULT_BEHAVIORS:

@@ -20,11 +20,13 @@ from dataclasses import dataclass
 from typing import Any, Final, cast
 
 from mediator._behaviors.authorization import AuthorizationBehavior, requirements_of
+from mediator._behaviors.fallback.behavior import FallbackBehavior
 from mediator._behaviors.idempotency.behavior import IdempotencyBehavior
 from mediator._behaviors.idempotency.marker import is_idempotent
 from mediator._behaviors.transaction.behavior import TransactionBehavior
 from mediator._behaviors.transaction.marker import is_transactional
 from mediator._core.errors import ConfigurationError
+from mediator._core.markers import is_fallback
 from mediator._core.stage import Stage
 from mediator._dispatch.routes import BehaviorInfo
 
@@ -61,6 +63,9 @@ _TRANSACTIONAL: Final = BehaviorNeed(
 _IDEMPOTENT: Final = BehaviorNeed(
     "@idempotent", Stage.IDEMPOTENCY, _DEFAULTS_HINT.format("IdempotencyBehavior")
 )
+_FALLBACK: Final = BehaviorNeed(
+    "@fallback", Stage.FALLBACK, _DEFAULTS_HINT.format("FallbackBehavior")
+)
 _AUTHORIZE: Final = BehaviorNeed(
     "@authorize", Stage.AUTHORIZATION, _DEFAULTS_HINT.format("AuthorizationBehavior")
 )
@@ -68,6 +73,7 @@ _AUTHORIZE: Final = BehaviorNeed(
 
 _OWN: Final[tuple[tuple[type[Any], Callable[[type[Any]], bool], BehaviorNeed], ...]] = (
     (AuthorizationBehavior, lambda kind: bool(requirements_of(kind)), _AUTHORIZE),
+    (FallbackBehavior, is_fallback, _FALLBACK),
     (IdempotencyBehavior, is_idempotent, _IDEMPOTENT),
     (TransactionBehavior, is_transactional, _TRANSACTIONAL),
 )

@@ -15,38 +15,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Final, TypeVar, cast
+from typing import Any, Final, cast
 
 from pydantic import TypeAdapter
 
 from mediator._behaviors.idempotency.store import StoredOutcome
 from mediator._core.errors import DomainError, FieldError, ValidationError
-from mediator._core.requests import Command, Query, Request
+from mediator._core.requests import response_type
 
 __all__ = ["Outcomes", "error_outcome", "rebuild_error", "response_type"]
-
-_REQUEST_ROOTS: tuple[object, ...] = (Request, Command, Query)
-
-
-def response_type(request_type: type[Any]) -> object:
-    """The ``R`` of ``Command[R]`` the request type derives from (Any if open)."""
-    bound: dict[object, object] = {}
-    for klass in request_type.__mro__:
-        meta: dict[str, Any] | None = getattr(
-            klass, "__pydantic_generic_metadata__", None
-        )
-        origin: object = meta["origin"] if meta else None
-        if meta is None or origin is None:
-            continue
-        args = tuple(
-            bound.get(a, a) if isinstance(a, TypeVar) else a for a in meta["args"]
-        )
-        if origin in _REQUEST_ROOTS:
-            found = args[0] if args else Any
-            return Any if isinstance(found, TypeVar) else found
-        generic: dict[str, Any] = getattr(origin, "__pydantic_generic_metadata__", {})
-        bound.update(zip(generic.get("parameters", ()), args, strict=False))
-    return Any
 
 
 def _name(cls: type[Any]) -> str:

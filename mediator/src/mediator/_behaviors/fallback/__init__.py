@@ -1,0 +1,1 @@
+"""Fallback: a ``@fallback`` query answers degraded when its chain gives up."""
