@@ -143,19 +143,22 @@ class Fakes(Module):
 
 
 def shop(
-    outage: Outage, records: Records | None = None, *extra: Any
+    outage: Outage, records: Records | None = None, *handlers: type[Any]
 ) -> tuple[Mediator, FakeClock]:
-    """The mediator with the default chain, the retry module and the fakes."""
+    """The mediator with the default chain, the retry module and the fakes.
+
+    `handlers` are registered beside the stock lookups' own.
+    """
     clock = FakeClock()
     module = MediatorModule(
-        lambda m: m.add_handler(GetStockHandler, GetStockAsyncHandler).use_defaults()
+        lambda m: m.add_handler(
+            GetStockHandler, GetStockAsyncHandler, *handlers
+        ).use_defaults()
     )
     resilience = ResilienceMediatorModule(
         ResilienceMediatorOptions(use_jitter=False),
         clock=clock,
         random=random.Random(1).random,
     )
-    injector = Injector(
-        [Fakes(outage, records or Records()), module, resilience, *extra]
-    )
+    injector = Injector([Fakes(outage, records or Records()), module, resilience])
     return injector.get(Mediator), clock

@@ -111,10 +111,9 @@ def plan_of(
         )
     answered = _resolve(args[0], handler, query)
     if not (isinstance(answered, type) and issubclass(query, answered)):
-        shown = getattr(answered, "__qualname__", repr(answered))
         raise ConfigurationError(
             f"{_name(query)} is marked @fallback({handler.__qualname__}), but "
-            f"{where} answers {shown}: derive it from "
+            f"{where} answers {_shown(answered)}: derive it from "
             f"FallbackHandler[{query.__qualname__}, ...]"
         )
     expected = response_type(query)
