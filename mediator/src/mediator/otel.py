@@ -53,6 +53,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from mediator._core.behavior import Next, SyncNext
 from mediator._core.clock import Clock, SystemClock
+from mediator._core.degradation import Degradation, degradation_of
 from mediator._core.errors import (
     BusinessRuleError,
     ConflictError,
@@ -180,13 +181,18 @@ class TelemetryBehavior:
     ``error.type`` (the exception's qualified name, on a failure); and
     ``mediator.retries``, fed by `record_retry`. A retried send counts once
     in ``mediator.requests``: its attempts are its requests plus its retries.
+    ``mediator.degraded`` counts the ``@fallback`` sends their fallback
+    answered, by ``mediator.request.type``, ``mediator.degradation.source``
+    (the name the fallback gave `degraded`) and ``error.type`` (the original
+    failure's): such a send is also an ``"ok"`` in ``mediator.requests``.
 
     Spans (tracer ``mediator``): one per send, named after the request type
     (its qualified name), of kind INTERNAL, a child of the span current at
     the send and current while the chain runs. A fault (``"error"``,
     ``"transient"``) sets its status to ERROR; a domain error is an answer
-    and only sets ``error.type``. No exception message is recorded: it may
-    hold field values.
+    and only sets ``error.type``. A degraded answer sets
+    ``mediator.degraded`` (True) and ``mediator.degradation.source``. No
+    exception message is recorded: it may hold field values.
 
     Register an instance (``config.add_behavior(TelemetryBehavior(...))``) or,
     to use the global providers, the class. Its stage is `TELEMETRY`, outside
@@ -204,6 +210,7 @@ class TelemetryBehavior:
         "_attributes",
         "_clock",
         "_current",
+        "_degraded",
         "_duration",
         "_requests",
         "_retries",
@@ -234,6 +241,11 @@ class TelemetryBehavior:
             "mediator.retries",
             unit="{retry}",
             description="Retries of sends, by the failure that caused them",
+        )
+        self._degraded = meter.create_counter(
+            "mediator.degraded",
+            unit="{request}",
+            description="Sends of @fallback queries answered by their fallback",
         )
         _checked(tracer_provider, trace.TracerProvider, "tracer_provider")
         self._tracer = trace.get_tracer(
@@ -277,6 +289,9 @@ class TelemetryBehavior:
             finally:
                 self._current.reset(token)
             self._record(name, span, started, None)
+            found = degradation_of(request)
+            if found is not None:
+                self._record_degraded(name, span, found)
 
     def record_retry(self, event: RetryReport) -> None:
         """A retry listener: count the retry, and add it to the send's span.
@@ -326,6 +341,18 @@ class TelemetryBehavior:
             span.set_attribute("error.type", error)
             if kind in _FAULTS:
                 span.set_status(Status(StatusCode.ERROR))
+
+    def _record_degraded(self, name: str, span: trace.Span, found: Degradation) -> None:
+        self._degraded.add(
+            1,
+            {
+                "mediator.request.type": name,
+                "mediator.degradation.source": found.source,
+                "error.type": found.failure,
+            },
+        )
+        span.set_attribute("mediator.degraded", True)
+        span.set_attribute("mediator.degradation.source", found.source)
 
 
 def _attributes(name: str, kind: str, error: str | None) -> Attributes:

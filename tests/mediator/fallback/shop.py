@@ -143,17 +143,23 @@ class Fakes(Module):
 
 
 def shop(
-    outage: Outage, records: Records | None = None, *handlers: type[Any]
+    outage: Outage,
+    records: Records | None = None,
+    *handlers: type[Any],
+    behaviors: tuple[object, ...] = (),
 ) -> tuple[Mediator, FakeClock]:
     """The mediator with the default chain, the retry module and the fakes.
 
-    `handlers` are registered beside the stock lookups' own.
+    `handlers` are registered beside the stock lookups' own, and `behaviors`
+    beside the default ones.
     """
     clock = FakeClock()
     module = MediatorModule(
-        lambda m: m.add_handler(
-            GetStockHandler, GetStockAsyncHandler, *handlers
-        ).use_defaults()
+        lambda m: (
+            m.add_handler(GetStockHandler, GetStockAsyncHandler, *handlers)
+            .add_behavior(*behaviors)
+            .use_defaults()
+        )
     )
     resilience = ResilienceMediatorModule(
         ResilienceMediatorOptions(use_jitter=False),
