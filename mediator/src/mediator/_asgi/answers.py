@@ -18,6 +18,7 @@ from typing import Any, ClassVar, Final, Generic, TypeVar, cast
 from mediator._asgi.problem import Problem, check_app, check_challenge
 from mediator._asgi.types import PRINCIPAL_SCOPE_KEY
 from mediator._core.context import current_principal
+from mediator._core.degradation import Degradation
 from mediator._core.errors import (
     BusinessRuleError,
     ConflictError,
@@ -33,10 +34,12 @@ App = TypeVar("App")
 
 __all__ = [
     "DEFAULT_RETRY_AFTER",
+    "DEGRADED_HEADER",
     "INTERNAL_ERROR",
     "DomainErrorAnswers",
     "answer_for",
     "checked_retry_after",
+    "degraded_value",
     "log_unhandled",
     "problem_parts",
 ]
@@ -47,6 +50,13 @@ refused for now (a lock, a serialization failure) usually goes through on the
 next try."""
 
 _MAX_RETRY_AFTER: Final = 86_400.0
+
+DEGRADED_HEADER: Final = "Degraded"
+"""The response header that names the degraded sources of an answer.
+
+A structured-field list (RFC 9651): one string per source, with an ``age``
+parameter in whole seconds when the fallback gave its ``as_of``, such as
+``Degraded: "stock-cache";age=42, "price-list"``."""
 
 
 _UNAUTHENTICATED: Final = Problem(401, "This request needs an authenticated caller.")
@@ -146,6 +156,37 @@ def problem_parts(
     return replace(answer, members=members, headers=headers)
 
 
+def degraded_value(found: list[Degradation]) -> str | None:
+    """The `DEGRADED_HEADER` value for `found`; None when nothing degraded.
+
+    One member per source, in the order they degraded; a source that degraded
+    twice shows its oldest data. Only the source and the age are sent: never
+    the failure, nor ``as_of`` (the age says as much, without the server's
+    clock).
+
+    Example:
+        >>> from datetime import timedelta
+        >>> degraded_value([
+        ...     Degradation("stock-cache", None, timedelta(seconds=42.7), "OSError"),
+        ...     Degradation("price-list", None, None, "TimeoutError"),
+        ... ])
+        '"stock-cache";age=42, "price-list"'
+    """
+    ages: dict[str, int | None] = {}
+    for degradation in found:
+        age = None if degradation.age is None else int(degradation.age.total_seconds())
+        known = ages.get(degradation.source)
+        ages[degradation.source] = age if known is None else max(known, age or 0)
+    if not ages:
+        return None
+    # A source is letters, digits and . _ : / - (`degraded` checks it): it
+    # needs no escaping inside the quotes.
+    return ", ".join(
+        f'"{source}"' if age is None else f'"{source}";age={age}'
+        for source, age in ages.items()
+    )
+
+
 class DomainErrorAnswers(Generic[App]):
     """The options of both `DomainErrorMiddleware`s, checked, and their answers.
 
@@ -161,8 +202,15 @@ class DomainErrorAnswers(Generic[App]):
         *,
         retry_after: float = DEFAULT_RETRY_AFTER,
         www_authenticate: str | None = None,
+        degradation_header: bool = False,
     ) -> None:
         check_app(app, self._application)
+        if not isinstance(cast("object", degradation_header), bool):
+            raise TypeError(
+                "degradation_header must be True or False, got "
+                f"{type(degradation_header).__name__}"
+            )
+        self.degradation_header = degradation_header
         self.app = app
         self.retry_after = checked_retry_after(retry_after)
         self.www_authenticate = check_challenge(www_authenticate)

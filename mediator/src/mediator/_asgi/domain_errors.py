@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import ClassVar
 
-from mediator._asgi.answers import DEFAULT_RETRY_AFTER, DomainErrorAnswers
+from mediator._asgi.answers import (
+    DEFAULT_RETRY_AFTER,
+    DEGRADED_HEADER,
+    DomainErrorAnswers,
+    degraded_value,
+)
 from mediator._asgi.problem import send_problem
 from mediator._asgi.stack import entered_http
 from mediator._asgi.types import ASGIApp, Message, Receive, Scope, Send
+from mediator._core.degradation import Degradation, collecting
 
-__all__ = ["DEFAULT_RETRY_AFTER", "DomainErrorMiddleware"]
+__all__ = ["DEFAULT_RETRY_AFTER", "DEGRADED_HEADER", "DomainErrorMiddleware"]
+
+_HEADER = DEGRADED_HEADER.lower().encode("ascii")
 
 
 class DomainErrorMiddleware(DomainErrorAnswers[ASGIApp]):
@@ -52,6 +61,15 @@ class DomainErrorMiddleware(DomainErrorAnswers[ASGIApp]):
     errors of every `ValidationError` in the group. A group holding any other
     error is re-raised whole: the server answers 500, as for that error alone.
 
+    With ``degradation_header=True``, an answer the app gives after a
+    ``@fallback`` query degraded while it was handling the request (in any
+    task or thread it started, nested sends too) carries a ``Degraded``
+    header: a structured-field list (RFC 9651) of the sources, each with its
+    ``age`` in whole seconds when the fallback gave its ``as_of``, such as
+    ``Degraded: "stock-cache";age=42``. Nothing else is sent: not the
+    failure, not the query. A problem answer this middleware writes carries
+    none.
+
     An error raised after the app started its response cannot change it, and
     is re-raised; so is every exception that does not map (a `DomainError` of
     your own that is none of the five included). Scopes other than ``http``
@@ -64,10 +82,13 @@ class DomainErrorMiddleware(DomainErrorAnswers[ASGIApp]):
         www_authenticate: The challenge of a 401 answer's
             ``WWW-Authenticate`` header, such as ``'Bearer realm="shop"'``;
             None (the default) sends none.
+        degradation_header: Whether a degraded answer says so in a
+            ``Degraded`` header (above); default False.
 
     Raises:
-        TypeError: `app` is not callable, `retry_after` is not a number, or
-            `www_authenticate` is not a string.
+        TypeError: `app` is not callable, `retry_after` is not a number,
+            `www_authenticate` is not a string, or `degradation_header` not a
+            bool.
         ValueError: `retry_after` is negative, NaN, infinite or over a day,
             or `www_authenticate` is empty or holds a character a header
             value may not (a line break).
@@ -95,15 +116,22 @@ class DomainErrorMiddleware(DomainErrorAnswers[ASGIApp]):
         ):
             return
         started = False
+        found: list[Degradation] | None = None
 
         async def watched_send(message: Message) -> None:
             nonlocal started
             if message["type"] == "http.response.start":
                 started = True
+                value = None if found is None else degraded_value(found)
+                if value is not None:
+                    headers = [*message.get("headers", ()), (_HEADER, value.encode())]
+                    message = {**message, "headers": headers}
             await send(message)
 
+        gathering = collecting() if self.degradation_header else nullcontext(None)
         try:
-            await self.app(scope, receive, watched_send)
+            with gathering as found:
+                await self.app(scope, receive, watched_send)
         except Exception as error:
             if started:
                 raise

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable
-from typing import ClassVar, cast
+from collections.abc import Callable, Iterable
+from typing import Any, ClassVar, cast
 
-from mediator._asgi.answers import DEFAULT_RETRY_AFTER, DomainErrorAnswers
+from mediator._asgi.answers import (
+    DEFAULT_RETRY_AFTER,
+    DEGRADED_HEADER,
+    DomainErrorAnswers,
+    degraded_value,
+)
+from mediator._core.degradation import Degradation, collecting
 from mediator._wsgi.types import (
     StartResponse,
     WatchedStart,
@@ -16,7 +22,7 @@ from mediator._wsgi.types import (
     problem_response,
 )
 
-__all__ = ["DEFAULT_RETRY_AFTER", "DomainErrorMiddleware"]
+__all__ = ["DEFAULT_RETRY_AFTER", "DEGRADED_HEADER", "DomainErrorMiddleware"]
 
 
 class DomainErrorMiddleware(DomainErrorAnswers[WSGIApplication]):
@@ -29,7 +35,9 @@ class DomainErrorMiddleware(DomainErrorAnswers[WSGIApplication]):
     ``Retry-After``, `DeadlineExceededError` 504; groups by the same
     precedence), the same bodies to the
     byte, the same options. The ``detail`` is fixed for each kind: never the
-    exception's message.
+    exception's message. With ``degradation_header=True``, the ``Degraded``
+    header of the ASGI twin, for what degraded during the app's call (not
+    while the server reads a body the app returned lazily).
 
     Only an error raised by the app's call is answered: one raised while the
     server reads the body it returned comes after the answer began, and is
@@ -51,6 +59,8 @@ class DomainErrorMiddleware(DomainErrorAnswers[WSGIApplication]):
             wait; default 1.
         www_authenticate: As for the ASGI twin: the challenge of a 401
             answer; None (the default) sends none.
+        degradation_header: As for the ASGI twin: whether a degraded answer
+            says so in a ``Degraded`` header; default False.
 
     Raises:
         TypeError: `app` is not callable, or an option has the wrong type
@@ -79,7 +89,20 @@ class DomainErrorMiddleware(DomainErrorAnswers[WSGIApplication]):
     ) -> Iterable[bytes]:
         """Run the app; answer a domain error its call raised."""
         enter_stack(environ, "DomainErrorMiddleware")
-        watched = WatchedStart(start_response)
+        if not self.degradation_header:
+            return self._answer(environ, start_response, start_response)
+        with collecting() as found:
+            return self._answer(
+                environ, start_response, _degrading(start_response, found)
+            )
+
+    def _answer(
+        self,
+        environ: WSGIEnvironment,
+        start_response: StartResponse,
+        app_start: StartResponse,
+    ) -> Iterable[bytes]:
+        watched = WatchedStart(app_start)
         try:
             return self.app(environ, cast("StartResponse", watched))
         except Exception as error:
@@ -91,3 +114,19 @@ class DomainErrorMiddleware(DomainErrorAnswers[WSGIApplication]):
             # re-raises the error when it already sent that answer.
             start_response(status, headers, sys.exc_info() if watched.started else None)
             return [body]
+
+
+def _degrading(start_response: StartResponse, found: list[Degradation]) -> Any:
+    """`start_response`, adding the ``Degraded`` header when `found` has any."""
+
+    def start(
+        status: str, headers: list[tuple[str, str]], exc_info: Any = None
+    ) -> Callable[[bytes], object]:
+        value = degraded_value(found)
+        if value is not None:
+            headers = [*headers, (DEGRADED_HEADER, value)]
+        if exc_info is None:
+            return start_response(status, headers)
+        return start_response(status, headers, exc_info)
+
+    return start
