@@ -221,7 +221,8 @@ def test_the_public_names_are_pinned_and_sorted() -> None:
         "ValidationError", "Validator", "WallClock", "acting_as", "at_scope_exit",
         "authorize", "correlation_id", "current_correlation_id",
         "current_idempotency_key", "current_principal", "degradation", "degraded",
-        "derive_idempotency_key", "fallback", "idempotency_key", "idempotent", "in_unit_of_work", "is_replay",
+        "derive_idempotency_key", "fallback", "idempotency_key", "idempotent",
+        "in_unit_of_work", "is_replay",
         "is_transactional",
         "register_behavior", "request_scope", "transactional",
     }  # fmt: skip

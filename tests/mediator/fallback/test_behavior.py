@@ -13,12 +13,15 @@ from mediator import (
     ConfigurationError,
     Degradation,
     FallbackHandler,
+    ForbiddenError,
     Mediator,
     MediatorModule,
+    Next,
     NotFoundError,
     Query,
     QueryHandler,
     Stage,
+    SyncNext,
     SyncPathError,
     ValidationError,
     degradation,
@@ -135,10 +138,11 @@ def test_an_interrupt_is_not_replaced_on_the_sync_path() -> None:
     "error",
     [
         ValidationError("bad", []),
+        ForbiddenError("not yours"),
         ConfigurationError("set up wrongly"),
         ExceptionGroup("two", [ConnectionError(), NotFoundError("x")]),
     ],
-    ids=["validation", "configuration", "group-with-a-domain-error"],
+    ids=["validation", "authorization", "configuration", "group-with-a-domain-error"],
 )
 def test_what_is_not_an_outage_reaches_the_caller(error: Exception) -> None:
     outage = Outage(failures=10, error=error)
@@ -397,3 +401,53 @@ def test_the_stage_sits_between_authorization_and_idempotency() -> None:
     assert Stage(330) == Stage.FALLBACK
     assert Stage.FALLBACK.name == "FALLBACK"
     assert Stage.AUTHORIZATION < Stage.FALLBACK < Stage.IDEMPOTENCY < Stage.RETRY
+
+
+class Around:
+    """Records what the rest of the chain gave it: an answer or a failure."""
+
+    def __init__(self, stage: Stage, seen: list[str]) -> None:
+        self.stage = stage
+        self.seen = seen
+
+    async def handle(self, request: Any, next: Next[Any]) -> Any:
+        try:
+            answer = await next()
+        except Exception as error:
+            self.seen.append(f"{self.stage.name} saw {type(error).__name__}")
+            raise
+        self.seen.append(f"{self.stage.name} saw {answer}")
+        return answer
+
+    def handle_sync(self, request: Any, next: SyncNext[Any]) -> Any:
+        try:
+            answer = next()
+        except Exception as error:
+            self.seen.append(f"{self.stage.name} saw {type(error).__name__}")
+            raise
+        self.seen.append(f"{self.stage.name} saw {answer}")
+        return answer
+
+
+class Outside(Around):
+    pass
+
+
+class Inside(Around):
+    pass
+
+
+@pytest.mark.parametrize("path", ["sync", "async"])
+async def test_the_fallback_sits_between_authorization_and_retry(path: str) -> None:
+    seen: list[str] = []
+    outside = Outside(Stage(310, "OUTSIDE"), seen)
+    inside = Inside(Stage(340, "INSIDE"), seen)
+    mediator, _ = shop(Outage(failures=4), None, behaviors=(inside, outside))
+
+    if path == "sync":
+        assert mediator.send_sync(GetStock(sku="A")) == 7
+    else:
+        assert await mediator.send(GetStockAsync(sku="A")) == 7
+
+    # Inside the fallback, once: the retries had given up. Outside: the answer.
+    assert seen == ["INSIDE saw ConnectionError", "OUTSIDE saw 7"]
