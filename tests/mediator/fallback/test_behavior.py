@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from injector import Injector, inject
@@ -24,11 +24,14 @@ from mediator import (
     SyncNext,
     SyncPathError,
     ValidationError,
+    at_scope_exit,
     degradation,
     degraded,
     fallback,
+    request_scope,
 )
 from mediator._behaviors.fallback.behavior import is_outage
+from mediator._core.scope import active_scope
 from mediator_resilience import ResilienceMediatorModule
 from tests.mediator.fallback.shop import (
     CACHED_AT,
@@ -451,3 +454,53 @@ async def test_the_fallback_sits_between_authorization_and_retry(path: str) -> N
 
     # Inside the fallback, once: the retries had given up. Outside: the answer.
     assert seen == ["INSIDE saw ConnectionError", "OUTSIDE saw 7"]
+
+
+# --- the request scope: entered for a fallback that needs it, not per send -----
+
+
+@request_scope
+class Shelf:
+    """A request-scoped service: built once per scope, closed when it ends."""
+
+    closed: ClassVar[list[str]] = []
+
+    def __init__(self) -> None:
+        at_scope_exit(lambda: Shelf.closed.append("shelf"))
+
+
+class FromShelf(FallbackHandler["Scoped", str]):
+    @inject
+    def __init__(self, shelf: Shelf) -> None:
+        self.shelf = shelf
+
+    def handle(self, request: Scoped, failure: Exception) -> str:
+        return "from the shelf"
+
+
+@fallback(FromShelf)
+class Scoped(Query[str]):
+    fail: bool
+
+
+class ScopedHandler(QueryHandler[Scoped, str]):
+    def handle(self, request: Scoped) -> str:
+        if request.fail:
+            raise ConnectionError("down")
+        return "open" if active_scope() is not None else "no scope"
+
+
+@pytest.mark.parametrize("path", ["sync", "async"])
+async def test_a_fallback_needing_the_request_scope_gets_one(path: str) -> None:
+    Shelf.closed.clear()
+    mediator, _ = shop(Outage(), None, ScopedHandler)
+
+    async def send(fail: bool) -> str:
+        if path == "sync":
+            return mediator.send_sync(Scoped(fail=fail))
+        return await mediator.send(Scoped(fail=fail))
+
+    assert await send(False) == "no scope"  # a send that answers opens none
+    assert Shelf.closed == []
+    assert await send(True) == "from the shelf"
+    assert Shelf.closed == ["shelf"]  # the fallback's scope ended with it

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Generator, Iterable
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from mediator._core.errors import (
     ConfigurationError,
@@ -42,6 +42,7 @@ from mediator._dispatch.routes import (
 from mediator._dispatch.streams import StreamRoute, stream_route
 
 __all__ = [
+    "OWN_SCOPE",
     "RouteCompiler",
     "RouteTable",
     "Routes",
@@ -51,6 +52,14 @@ __all__ = [
 ]
 
 V = TypeVar("V")
+
+OWN_SCOPE: Final = "enters_own_scope"
+"""A behavior's class attribute: True when it enters the request scope itself.
+
+Such a behavior holds the `Wiring` (so it could reach request-scoped services
+at any time) but only builds what needs the scope inside an `enter_scope` of
+its own; a send through it opens no scope for it.
+"""
 
 
 _pause_lock = threading.Lock()
@@ -263,6 +272,11 @@ def compile_behaviors(
         else:
             # A ready instance may hold anything (an injector among them).
             instance, scoped = entry, True
+        if getattr(instance, OWN_SCOPE, False) is True:
+            # It reaches request-scoped services only inside a scope it enters
+            # itself (`FallbackBehavior`, for its fallback handler): its
+            # routes need not open one per send for it.
+            scoped = False
         stage = getattr(instance, "stage", None)
         if ordered_by_stage and not isinstance(stage, Stage):
             raise ConfigurationError(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import nullcontext
 from datetime import datetime, timedelta
 from typing import Any, ClassVar, Final, cast
 
@@ -16,6 +17,7 @@ from mediator._core.degradation import Degradation, Pending, pending, settle
 from mediator._core.errors import ConfigurationError, DomainError, SyncPathError
 from mediator._core.markers import fallback_handler_of
 from mediator._core.requests import is_request_type
+from mediator._core.scope import enter_scope
 from mediator._core.stage import Stage
 from mediator._core.threads import in_thread
 from mediator._core.wiring import Wiring
@@ -79,6 +81,9 @@ class FallbackBehavior:
     """
 
     stage: ClassVar[Stage] = Stage.FALLBACK
+    # Its fallback handlers are built inside a scope it enters (`_in_scope`):
+    # a send that does not fall back opens none for it.
+    enters_own_scope: ClassVar[bool] = True
 
     @inject
     def __init__(self, resolver: Wiring) -> None:
@@ -110,7 +115,9 @@ class FallbackBehavior:
                 f"{handler.__module__}) for {query}"
             ),
         )
-        self._plans[request_type] = plan_of(request_type, handler, factory.make)
+        self._plans[request_type] = plan_of(
+            request_type, handler, factory.make, scoped=factory.scoped
+        )
         return True
 
     async def handle(self, request: Any, next: Next[Any]) -> Any:
@@ -126,10 +133,13 @@ class FallbackBehavior:
                 answer: Any = None
                 with pending() as said:
                     try:
-                        if plan.is_async:
-                            answer = await plan.make().handle(request, error)
-                        else:
-                            answer = await in_thread(_answer, plan.make, request, error)
+                        async with _in_scope(plan):
+                            if plan.is_async:
+                                answer = await plan.make().handle(request, error)
+                            else:
+                                answer = await in_thread(
+                                    _answer, plan.make, request, error
+                                )
                     except Exception as failure:
                         _keep(error, failure, plan)
                         lost = True
@@ -163,7 +173,8 @@ class FallbackBehavior:
                 answer: Any = None
                 with pending() as said:
                     try:
-                        answer = _answer(plan.make, request, error)
+                        with _in_scope(plan):
+                            answer = _answer(plan.make, request, error)
                     except Exception as failure:
                         _keep(error, failure, plan)
                         lost = True
@@ -180,6 +191,11 @@ class FallbackBehavior:
         as_of = said.as_of
         age = None if as_of is None else max(self._now() - as_of, _ZERO)
         return Degradation(said.source, as_of, age, type(error).__qualname__)
+
+
+def _in_scope(plan: FallbackPlan) -> enter_scope | nullcontext[None]:
+    """The request scope, entered (or joined) when the fallback may reach it."""
+    return enter_scope() if plan.scoped else nullcontext()
 
 
 def _answer(make: Callable[[], Any], request: Any, failure: Exception) -> Any:

@@ -91,10 +91,11 @@ class FallbackPlan:
     name: str
     make: Callable[[], Any]
     is_async: bool
+    scoped: bool  # building it may reach request-scoped services
 
 
 def plan_of(
-    query: type[Any], handler: type[Any], make: Callable[[], Any]
+    query: type[Any], handler: type[Any], make: Callable[[], Any], *, scoped: bool
 ) -> FallbackPlan:
     """The plan of `query`'s fallback, after checking what `handler` declares.
 
@@ -127,7 +128,7 @@ def plan_of(
     handle: object = inspect.getattr_static(handler, "handle")
     if isinstance(handle, staticmethod | classmethod):
         handle = cast("object", handle.__func__)  # pyright: ignore[reportUnknownMemberType]
-    return FallbackPlan(where, make, inspect.iscoroutinefunction(handle))
+    return FallbackPlan(where, make, inspect.iscoroutinefunction(handle), scoped)
 
 
 def _resolve(argument: object, handler: type[Any], meant: object) -> object:
