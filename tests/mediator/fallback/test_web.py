@@ -155,3 +155,43 @@ def test_the_header_value_lists_each_source_once_with_its_oldest_age() -> None:
         )
         == '"a";age=90, "b";age=3'
     )
+
+
+def fastapi_app(mediator: Mediator) -> Any:
+    from fastapi import FastAPI
+    from starlette.middleware.base import BaseHTTPMiddleware
+
+    app = FastAPI()
+
+    @app.get("/async/{sku}")
+    async def read_async(sku: str) -> int:  # pyright: ignore[reportUnusedFunction]
+        return await mediator.send(GetStockAsync(sku=sku))
+
+    @app.get("/sync/{sku}")
+    def read_sync(sku: str) -> int:  # pyright: ignore[reportUnusedFunction]
+        # FastAPI runs a plain def in its thread pool, in a copy of the context.
+        return mediator.send_sync(GetStock(sku=sku))
+
+    async def passing(request: Any, call_next: Any) -> Any:
+        return await call_next(request)
+
+    # BaseHTTPMiddleware runs the app in a task of its own.
+    app.add_middleware(BaseHTTPMiddleware, dispatch=passing)
+    app.add_middleware(DomainErrorMiddleware, degradation_header=True)
+    return app
+
+
+@pytest.mark.parametrize("route", ["async", "sync"])
+async def test_a_fastapi_route_in_a_thread_or_a_task_gets_the_header(
+    route: str,
+) -> None:
+    mediator, _ = shop(Outage(failures=4))
+    app = fastapi_app(mediator)
+
+    degraded = await get(app, f"/{route}/A")
+    answered = await get(app, f"/{route}/A")
+
+    assert (degraded.status_code, degraded.json()) == (200, 7)
+    assert degraded.headers["degraded"] == '"stock-cache";age=42'
+    assert answered.json() == 40
+    assert "degraded" not in answered.headers
