@@ -17,7 +17,9 @@ The budgets are DESIGN section 8: ``send`` with no behaviors <= 2.5x direct,
 likewise. And issue 3's: a request with no markers, sent through a mediator
 built with ``use_defaults()`` (so the built-in behaviors are installed, and the
 audit logger is off, as an unconfigured one is), costs <= 1 us over the same
-request with no behaviors. This script only reports them: it never fails on a
+request with no behaviors. And issue 29's: a ``@fallback`` query that
+answers costs one link (<= 150 ns) over an unmarked one under
+``use_defaults()``. This script only reports them: it never fails on a
 timing.
 """
 
@@ -40,7 +42,16 @@ from typing import Any, ClassVar
 
 from injector import Injector, singleton
 
-from mediator import AuditSink, Mediator, MediatorModule, Query, QueryHandler, Stage
+from mediator import (
+    AuditSink,
+    FallbackHandler,
+    Mediator,
+    MediatorModule,
+    Query,
+    QueryHandler,
+    Stage,
+    fallback,
+)
 
 Call = Callable[[Any], Any]
 
@@ -69,7 +80,8 @@ class Row:
     baseline: str  # label of the direct-call row it is compared with
     # For a row with behaviors: the label of the same setup without them.
     without_behaviors: str | None = None
-    # "send", "behavior", "skipped" or "defaults": which budget applies
+    # "send", "behavior", "skipped", "defaults" or "fallback" (one link: the
+    # FallbackBehavior of a @fallback query that answers): which budget applies
     budget: str = ""
     expected: Any = 1  # what the handler returns: checked once before timing
     number: int = 0
@@ -131,6 +143,33 @@ class SingletonSyncPingHandler(QueryHandler[SingletonSyncPing, int]):
         return 1
 
 
+class CachedPing(FallbackHandler["FallbackPing", int]):
+    def handle(self, request: "FallbackPing", failure: Exception) -> int:
+        return 0
+
+
+@fallback(CachedPing)
+class FallbackPing(Query[int]):
+    """A @fallback query whose handler answers: the fallback never runs."""
+
+    n: int
+
+
+@fallback(CachedPing)
+class SyncFallbackPing(FallbackPing):
+    pass
+
+
+class FallbackPingHandler(QueryHandler[FallbackPing, int]):
+    async def handle(self, request: FallbackPing) -> int:
+        return 1
+
+
+class SyncFallbackPingHandler(QueryHandler[SyncFallbackPing, int]):
+    def handle(self, request: SyncFallbackPing) -> int:
+        return 1
+
+
 class NoOp:
     stage: ClassVar[Stage] = Stage.AUDIT
 
@@ -159,6 +198,7 @@ HANDLERS = (
     SingletonPingHandler,
     SingletonSyncPingHandler,
 )
+FALLBACK_HANDLERS = (FallbackPingHandler, SyncFallbackPingHandler)
 
 
 def _mediator(behaviors: list[type[Any]]) -> Mediator:
@@ -170,7 +210,11 @@ def _mediator(behaviors: list[type[Any]]) -> Mediator:
 def _mediator_with_defaults() -> Mediator:
     """The built-in behaviors installed, the audit logger left as it is: off."""
     injector = Injector(
-        [MediatorModule(lambda m: m.add_handler(*HANDLERS).use_defaults())]
+        [
+            MediatorModule(
+                lambda m: m.add_handler(*HANDLERS, *FALLBACK_HANDLERS).use_defaults()
+            )
+        ]
     )
     if injector.get(AuditSink).is_enabled():
         raise RuntimeError(
@@ -260,6 +304,15 @@ def _ours_and_references() -> list[Section]:
                     without_behaviors=ours0,
                     budget="defaults",
                 ),
+                Row(
+                    "mediator.send, use_defaults(), @fallback, answered",
+                    defaults.send,
+                    FallbackPing(n=1),
+                    True,
+                    DIRECT,
+                    without_behaviors="mediator.send, use_defaults(), no markers",
+                    budget="fallback",
+                ),
             ],
         ),
         Section(
@@ -300,6 +353,15 @@ def _ours_and_references() -> list[Section]:
                     SYNC_DIRECT,
                     without_behaviors=sync0,
                     budget="defaults",
+                ),
+                Row(
+                    "mediator.send_sync, use_defaults(), @fallback, answered",
+                    defaults.send_sync,
+                    SyncFallbackPing(n=1),
+                    False,
+                    SYNC_DIRECT,
+                    without_behaviors="mediator.send_sync, use_defaults(), no markers",
+                    budget="fallback",
                 ),
             ],
         ),
@@ -615,7 +677,7 @@ def _verdict(
         )
     if row.budget == "send":
         return f"<= {SEND_BUDGET_RATIO}x", _met(ratio <= SEND_BUDGET_RATIO)
-    if row.budget == "behavior" and per_behavior is not None:
+    if row.budget in ("behavior", "fallback") and per_behavior is not None:
         return f"<= {BEHAVIOR_BUDGET_NS:.0f} ns/beh", _met(
             per_behavior <= BEHAVIOR_BUDGET_NS
         )
@@ -653,7 +715,9 @@ def _report(
             per_behavior: float | None = None
             if row.without_behaviors is not None:
                 over = row.ns - by_label[row.without_behaviors].ns
-                if row.budget != "defaults":
+                if row.budget == "fallback":
+                    per_behavior = over  # one link: FallbackBehavior
+                elif row.budget != "defaults":
                     per_behavior = over / BEHAVIORS
             budget, verdict = _verdict(row, ratio, over, per_behavior)
             cells = (

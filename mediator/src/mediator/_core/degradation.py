@@ -170,11 +170,15 @@ def pending() -> Generator[Pending, None, None]:
 
 def settle(found: Degradation | None) -> None:
     """Record how the ``@fallback`` send ending now was answered."""
+    if found is None:
+        # Most sends answer: a read is cheaper than a write of the same None.
+        if _last.get() is not None:
+            _last.set(None)
+        return
     _last.set(found)
-    if found is not None:
-        collected = _collected.get()
-        if collected is not None:
-            collected.append(found)
+    collected = _collected.get()
+    if collected is not None:
+        collected.append(found)
 
 
 @contextmanager
