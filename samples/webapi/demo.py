@@ -10,7 +10,10 @@ with a 2 s deadline in
 ``X-Request-Timeout-Ms`` and an ``Idempotency-Key`` of its own. Then it sends
 `RESENT` of the placed orders again, with their keys, as a client does when
 an answer got lost: the service answers them from its store
-(``Idempotent-Replayed: true``) and reserves nothing more. The demo then
+(``Idempotent-Replayed: true``) and reserves nothing more. Beside the
+orders, a shopper reads the stock twice a second (``GET /stock/widget``):
+while the inventory is down, the service answers the level it last saw,
+with ``Degraded: "stock-cache";age=N``; orders never degrade. The demo then
 prints what the users saw (logical requests), what reached the inventory
 (physical attempts), the replays, the breaker's transitions and the latency
 percentiles, and writes a plot of them, ``webapi-demo.png``, into the working
@@ -70,6 +73,8 @@ DEADLINE_MS = 2000
 CLIENT_TIMEOUT = 10  # seconds the driver waits for an answer
 NO_ANSWER = 0
 """The status recorded for an order that got no answer within `CLIENT_TIMEOUT`."""
+BROWSE_RATE = 2.0  # stock reads a second, beside the orders
+BROWSE_DEADLINE_MS = 1000
 RESENT = 5  # placed orders sent again with their Idempotency-Key
 WARM_UP = 10  # orders sent before the run, one at a time, not counted
 PLOT = Path("webapi-demo.png")
@@ -105,6 +110,10 @@ class Record:
     """How many orders were sent again, and how many of those were replays."""
     resent_attempts: int = 0
     """Inventory requests made while the orders were sent again."""
+    reads: list[tuple[float, int, str | None]] = field(
+        default_factory=list[tuple[float, int, str | None]]
+    )
+    """(sent at, status, its Degraded header or None) of each stock read."""
 
     def at(self) -> float:
         return CLOCK.monotonic() - self.started
@@ -184,7 +193,27 @@ async def place_orders(url: str, record: Record, stock: Stock) -> None:
             if answer.status_code == 201:
                 placed.append(index)
 
-        tasks: list[asyncio.Task[None]] = []
+        async def browse() -> None:
+            # A shopper's reads of the stock, on their own schedule.
+            for index in range(round(BROWSE_RATE * DURATION)):
+                due = index / BROWSE_RATE
+                if due > record.at():
+                    await CLOCK.sleep(due - record.at())
+                sent = record.at()
+                try:
+                    # A page must show fast: its deadline is shorter than
+                    # an order's, and the level last seen beats no page.
+                    answer = await client.get(
+                        "/stock/widget",
+                        headers={"X-Request-Timeout-Ms": str(BROWSE_DEADLINE_MS)},
+                    )
+                except httpx.TransportError:
+                    record.reads.append((sent, NO_ANSWER, None))
+                    continue
+                said = answer.headers.get("Degraded")
+                record.reads.append((sent, answer.status_code, said))
+
+        tasks: list[asyncio.Task[None]] = [asyncio.create_task(browse())]
         for index in range(round(RATE * DURATION)):
             due = index / RATE
             if due > record.at():
@@ -208,6 +237,7 @@ async def warm_up(url: str) -> None:
     warm. Without this, the run's first second queues behind that work.
     """
     async with httpx.AsyncClient(base_url=url, timeout=CLIENT_TIMEOUT) as client:
+        await client.get("/stock/widget")
         for index in range(WARM_UP):
             await client.post(
                 "/orders",
@@ -242,6 +272,19 @@ def report(record: Record, stock: Stock) -> None:
         f"Sent again with their Idempotency-Key: {record.resent} placed orders, "
         f"{record.replayed} replayed, {record.resent_attempts} inventory requests"
     )
+    fresh = sum(status == 200 and not said for _, status, said in record.reads)
+    stale = [said for _, status, said in record.reads if status == 200 and said]
+    others = Counter(status for _, status, _ in record.reads if status != 200)
+    print(
+        f"Stock reads (the browsing route, {BROWSE_RATE:g} a second): "
+        f"{len(record.reads)}; 200 fresh: {fresh}; 200 degraded: {len(stale)}"
+        + (f" (Degraded: {stale[0]} ... {stale[-1]})" if stale else "")
+        + (f"; other: {dict(sorted(others.items()))}" if others else "")
+    )
+    print(
+        "   an order never degrades: those sent while the inventory was down "
+        "are the 503s above"
+    )
     changes = ", ".join(f"{state} at {at:.1f} s" for at, state in record.transitions)
     print(f"Breaker: {changes or 'stayed closed'}")
     took = [seconds * 1000 for _, seconds, _ in record.orders]
@@ -264,6 +307,10 @@ def summary(record: Record, stock: Stock) -> dict[str, object]:
         "retries": record.retries,
         "refused": dict(record.refused),
         "transitions": record.transitions,
+        "stock_reads": len(record.reads),
+        "stock_reads_degraded": sum(
+            status == 200 and bool(said) for _, status, said in record.reads
+        ),
     }
 
 

@@ -232,6 +232,9 @@ def test_the_demo_runs_for_real_and_writes_its_plot(tmp_path: Path) -> None:
     )
     assert found is not None, resent
     assert found[1] == found[2] != "0"
+    # The shopper's stock reads, 2 a second; 2 s ends before the outage.
+    [reads] = [line for line in lines if line.startswith("Stock reads ")]
+    assert reads.startswith("Stock reads (the browsing route, 2 a second): 4; "), reads
     assert (tmp_path / "webapi-demo.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -426,3 +429,39 @@ def test_an_outage_under_uvicorn_logs_no_traceback_and_keeps_the_connection(
     assert len(streams) == 1  # one connection served all three: none was dropped
     assert stock.levels == {"widget": 5}
     assert _no_tracebacks(caplog) == []
+
+
+def test_browsing_degrades_to_the_stock_last_seen_and_says_so(
+    tmp_path: Path, stock: Stock
+) -> None:
+    now = [0.0]
+    faults = Faults(outage=(10.0, 20.0), now=lambda: now[0])
+    for client in service(tmp_path, stock, faults):
+        fresh = client.get("/stock/widget")
+        assert fresh.status_code == 200
+        assert fresh.json() == {"sku": "widget", "available": 5}
+        assert "Degraded" not in fresh.headers
+        assert client.get("/stock/gadget").status_code == 404  # not an outage
+
+        now[0] = 15.0  # the inventory is down
+        reads = stock.reads
+        stale = client.get("/stock/widget")
+        assert stale.status_code == 200
+        assert stale.json() == {"sku": "widget", "available": 5}
+        # The source and its age in whole seconds: the read just before.
+        assert re.fullmatch(r'"stock-cache";age=\d+', stale.headers["Degraded"])
+        assert stock.reads > reads  # asked, and retried, before degrading
+        # Never seen before the outage: nothing to degrade to.
+        unseen = client.get("/stock/sprocket")
+        assert unseen.status_code == 503
+        assert "Degraded" not in unseen.headers
+        # An order never degrades: its failure is the outage.
+        down = place(client, ORDER)
+        assert down.status_code == 503
+        assert "Degraded" not in down.headers
+        assert stock.levels == {"widget": 5}
+
+        now[0] = 25.0  # back
+        again = client.get("/stock/widget")
+        assert again.status_code == 200
+        assert "Degraded" not in again.headers

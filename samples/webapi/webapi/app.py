@@ -23,7 +23,9 @@ The recipe (docs/web-services.md, "FastAPI: the recipe"), in order:
   deadline in, take the ``Idempotency-Key`` every ``POST /orders`` must carry
   (the order sent again under it is answered with its first answer, marked
   ``Idempotent-Replayed: true``), and turn what escapes a handler into the
-  answer it means: a domain error, or an outage of the inventory.
+  answer it means: a domain error, or an outage of the inventory; an answer
+  given degraded (the stock route's, while the inventory is down) says so in
+  its ``Degraded`` header.
 """
 
 from __future__ import annotations
@@ -71,7 +73,16 @@ from mediator.sqlalchemy import (
 )
 from mediator_resilience import ResilienceMediatorModule
 from webapi.auth import CHALLENGE, demo_principal
-from webapi.domain import HANDLERS, INVENTORY, Base, Order, OrderView, PlaceOrder
+from webapi.domain import (
+    HANDLERS,
+    INVENTORY,
+    Base,
+    Order,
+    OrderView,
+    PlaceOrder,
+    Stock,
+    StockView,
+)
 
 
 @dataclass(frozen=True)
@@ -171,6 +182,13 @@ def create_app(settings: Settings) -> FastAPI:
     async def get_order(order_id: str, mediator: MediatorOf) -> OrderView:
         return await mediator.send(Order(order_id=order_id))
 
+    # Browsing may degrade: while the inventory is down, the level last seen,
+    # its source and age in the answer's Degraded header (the middleware's
+    # degradation_header). Placing an order never does.
+    @app.get("/stock/{sku}", responses=ANSWERS)
+    async def get_stock(sku: str, mediator: MediatorOf) -> StockView:
+        return await mediator.send(Stock(sku=sku))
+
     app.add_exception_handler(RequestValidationError, invalid_request)
 
     # The one order of the web middlewares (docs/web-services.md, "The
@@ -181,7 +199,9 @@ def create_app(settings: Settings) -> FastAPI:
     # without one, 401), then what escapes a handler: a domain error, whose
     # answer the key keeps, or an outage of the inventory.
     app.add_middleware(ResilienceErrorMiddleware)
-    app.add_middleware(DomainErrorMiddleware, www_authenticate=CHALLENGE)
+    app.add_middleware(
+        DomainErrorMiddleware, www_authenticate=CHALLENGE, degradation_header=True
+    )
     app.add_middleware(
         IdempotencyKeyMiddleware,
         store_factory=lambda: store,

@@ -1,4 +1,4 @@
-"""The orders domain: one table, one command, one query and their handlers.
+"""The orders domain: one table, one command, two queries and their handlers.
 
 `PlaceOrder` reserves the stock at the inventory service (an HTTP call, through
 a resilient client, with an ``Idempotency-Key`` so that its retries never
@@ -26,6 +26,18 @@ under the same derived key, which reserves once; a resend after the outcome
 was recorded is answered from the record without running the handler; and
 the order row, its primary key the order id, is written once.
 
+`Stock`, the browsing route's query, may degrade and `PlaceOrder` may not
+(seed 003, section 4.4: cached stock is fine for browsing, never for a
+reservation). `Stock` asks the inventory for a sku's level; it is
+`@retryable`, and `@fallback(LastKnownStock)`: once its retries gave up (the
+inventory is down, or its client's breaker refuses), the level last seen is
+the answer, marked degraded with its source and how old it is (`degraded`),
+which `DomainErrorMiddleware` puts in the answer's ``Degraded`` header. A sku
+the inventory says does not exist (404) is `NotFoundError`: an answer, never
+replaced. A sku never seen before the outage has no fallback: the outage
+reaches the caller (503). `PlaceOrder` is a command: its failure is a 503,
+whatever the cache holds.
+
 The existence check before the call is not a lock: two requests for one new
 order id, each under its own key, can both pass it; the second then fails at
 its write on the primary key (`ConflictError`, 409), after its reservation.
@@ -35,7 +47,9 @@ command), not a rollback; the sample leaves it out.
 
 from __future__ import annotations
 
-from injector import inject
+from datetime import datetime
+
+from injector import inject, singleton
 from pydantic import BaseModel, Field
 from sqlalchemy import Integer, String
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -46,10 +60,14 @@ from mediator import (
     BusinessRuleError,
     Command,
     CommandHandler,
+    FallbackHandler,
     NotFoundError,
     Query,
     QueryHandler,
+    SystemWallClock,
+    degraded,
     derive_idempotency_key,
+    fallback,
     idempotent,
     transactional,
 )
@@ -140,4 +158,62 @@ class OrderHandler(QueryHandler[Order, OrderView]):
         return OrderView(order_id=row.id, sku=row.sku, quantity=row.quantity)
 
 
-HANDLERS = (PlaceOrderHandler, OrderHandler)
+class StockView(BaseModel):
+    """What is left of a sku, as the inventory last said."""
+
+    sku: str
+    available: int
+
+
+@singleton
+class SeenStock:
+    """The level each sku last had, and when: what a degraded read answers."""
+
+    def __init__(self) -> None:
+        self.levels: dict[str, tuple[StockView, datetime]] = {}
+        self.clock = SystemWallClock()  # the one FallbackBehavior ages it by
+
+
+class LastKnownStock(FallbackHandler["Stock", StockView]):
+    """The level last seen, degraded: from the ``stock-cache``, as old as it is."""
+
+    @inject
+    def __init__(self, seen: SeenStock) -> None:
+        self.seen = seen
+
+    async def handle(self, request: Stock, failure: Exception) -> StockView:
+        found = self.seen.levels.get(request.sku)
+        if found is None:
+            # Nothing seen before the outage: no degraded answer to give, and
+            # the caller gets the outage itself.
+            raise LookupError(f"no level of {request.sku} seen yet")
+        view, as_of = found
+        degraded(source="stock-cache", as_of=as_of)
+        return view
+
+
+@retryable
+@fallback(LastKnownStock)
+class Stock(Query[StockView]):
+    """What is left of `sku`, or `NotFoundError`; degraded in an outage."""
+
+    sku: str = Field(min_length=1, max_length=32, pattern=r"^[A-Za-z0-9-]+$")
+
+
+class StockHandler(QueryHandler[Stock, StockView]):
+    @inject
+    def __init__(self, clients: HttpClientFactory, seen: SeenStock) -> None:
+        self.inventory = clients.async_client(INVENTORY)
+        self.seen = seen
+
+    async def handle(self, request: Stock) -> StockView:
+        answer = await self.inventory.get(f"/stock/{request.sku}")
+        if answer.status_code == 404:  # Not Found: an answer, not an outage
+            raise NotFoundError(f"no sku {request.sku}")
+        answer.raise_for_status()  # the client gave up: an outage
+        view = StockView.model_validate(answer.json())
+        self.seen.levels[request.sku] = (view, self.seen.clock.now())
+        return view
+
+
+HANDLERS = (PlaceOrderHandler, OrderHandler, StockHandler)

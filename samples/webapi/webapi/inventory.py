@@ -2,9 +2,10 @@
 
 ``POST /reservations`` takes ``{"sku", "quantity"}`` and an
 ``Idempotency-Key``: the same key reserves once, however often it is sent,
-and answers the same. Not enough stock is 409. Before that, `Faults` decides
-whether this request fails with 503: a share of requests at random (seeded),
-and every request during an outage window.
+and answers the same. Not enough stock is 409. ``GET /stock/{sku}`` answers
+what is left of a sku, ``{"sku", "available"}``, or 404. Before either,
+`Faults` decides whether this request fails with 503: a share of requests at
+random (seeded), and every request during an outage window.
 """
 
 from __future__ import annotations
@@ -44,6 +45,11 @@ class Faults:
         return self._draw.random() < self.ratio
 
 
+class StockLevel(BaseModel):
+    sku: str
+    available: int
+
+
 class Reservation(BaseModel):
     sku: str = Field(min_length=1, max_length=32)
     quantity: int = Field(gt=0)
@@ -57,7 +63,9 @@ class Stock:
     reserved: dict[str, Reservation] = field(default_factory=dict[str, Reservation])
     requests: int = 0
     arrivals: list[float] = field(default_factory=list[float])
-    """When each request arrived, on the faults' clock."""
+    """When each reservation request arrived, on the faults' clock."""
+    reads: int = 0
+    """Requests for a stock level (``GET /stock/{sku}``), counted apart."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -82,5 +90,16 @@ def create_inventory(stock: Stock, faults: Faults) -> FastAPI:
             stock.levels[reservation.sku] = left - reservation.quantity
             stock.reserved[idempotency_key] = reservation
             return reservation
+
+    @app.get("/stock/{sku}")
+    def level(sku: str) -> StockLevel:
+        with stock.lock:
+            stock.reads += 1
+            if faults.fails():
+                raise HTTPException(status_code=503, detail="try again later")
+            available = stock.levels.get(sku)
+            if available is None:
+                raise HTTPException(status_code=404, detail="no such sku")
+            return StockLevel(sku=sku, available=available)
 
     return app
