@@ -41,17 +41,14 @@ import math
 import os
 import platform
 import random
-import socket
-import subprocess
 import sys
-import threading
 import time
-from collections.abc import Awaitable, Callable, Generator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import child_server  # benchmarks/: beside this script
 import httpx
-import uvicorn
 
 import http_resilience
 from http_resilience import (
@@ -84,7 +81,7 @@ GOAL_GOODPUT = 0.9  # x the capacity
 GOAL_P99 = 2.0  # x the unloaded latency
 # A server left behind by a parent that died stops on its own after this long.
 SERVER_LIFETIME_S = 600
-SERVE_FLAG = "--serve"
+SERVE_FLAG = child_server.SERVE_FLAG
 
 Message = dict[str, Any]
 
@@ -175,65 +172,12 @@ class ServerStats:
 
 def serve() -> None:
     """Serve `QueueingApp` until stdin closes, SIGTERM, or `SERVER_LIFETIME_S`."""
-    # IPPROTO_TCP, so asyncio sets TCP_NODELAY (see benchmarks/http_overhead.py);
-    # a deep backlog, so a burst of new connections is not held back a second
-    # by SYN retries.
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(4096)
-    config = uvicorn.Config(
-        QueueingApp(),
-        http="h11",
-        ws="none",
-        lifespan="off",
-        loop="asyncio",
-        log_level="warning",
-        access_log=False,
-        timeout_keep_alive=SERVER_LIFETIME_S,
-        backlog=4096,
-    )
-    server = uvicorn.Server(config)
-
-    def stop() -> None:
-        server.should_exit = True
-
-    def stop_when_the_parent_goes() -> None:
-        sys.stdin.read()
-        stop()
-
-    threading.Thread(target=stop_when_the_parent_goes, daemon=True).start()
-    deadline = threading.Timer(SERVER_LIFETIME_S, stop)
-    deadline.daemon = True
-    deadline.start()
-    print(listener.getsockname()[1], flush=True)
-    server.run(sockets=[listener])
+    child_server.serve(QueueingApp(), lifetime=SERVER_LIFETIME_S, backlog=4096)
 
 
-@contextlib.contextmanager
-def local_server() -> Generator[str]:
+def local_server() -> contextlib.AbstractContextManager[str]:
     """Start the server in a child process; yield its base URL; stop it."""
-    child = subprocess.Popen(
-        [sys.executable, __file__, SERVE_FLAG],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert child.stdin is not None
-    assert child.stdout is not None
-    try:
-        port = child.stdout.readline().strip()
-        if not port.isdigit():
-            raise RuntimeError(f"the bench server did not start (printed {port!r})")
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        child.stdin.close()
-        child.terminate()
-        try:
-            child.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait(timeout=10)
-        child.stdout.close()
+    return child_server.child_server(__file__)
 
 
 # --- the clients ---------------------------------------------------------------

@@ -73,7 +73,7 @@ def clients() -> dict[str, Callable[[], Any]]:
         return factory.client("b")
 
     def stacked_sync() -> Callable[[str], object]:
-        import http_overhead as peers  # type: ignore[import-not-found]
+        import http_overhead as peers
 
         client = httpx.Client(
             transport=peers.stack_retry(peers.SyncStackAttempt(mock()))

@@ -53,8 +53,6 @@ import gc
 import importlib.util
 import logging
 import platform
-import socket
-import subprocess
 import sys
 import threading
 import time
@@ -63,8 +61,8 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import child_server  # benchmarks/: beside this script
 import httpx
-import uvicorn
 from tenacity import (
     retry,
     retry_if_exception_type,
@@ -102,7 +100,7 @@ FEW_HOSTS = 10
 BUDGET_AMPLIFICATION = 4.0
 # A server left behind by a parent that died stops on its own after this long.
 SERVER_LIFETIME_S = 300
-SERVE_FLAG = "--serve"
+SERVE_FLAG = child_server.SERVE_FLAG
 MOCK_URL = "http://bench.invalid/ok"
 STACK_LABEL = "stacked single-purpose peers"
 BUDGET_BASELINE_US = 1.0  # issue 28: each host's baseline, per request
@@ -153,64 +151,12 @@ class BenchApp:
 
 def serve() -> None:
     """Serve `BenchApp` until stdin closes, SIGTERM, or `SERVER_LIFETIME_S`."""
-    # IPPROTO_TCP, not the default 0: asyncio sets TCP_NODELAY only on sockets
-    # that say they are TCP; without it every answer after a connection's first
-    # waits ~40 ms (Nagle against delayed ACK), and that is all one would measure.
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(128)
-    config = uvicorn.Config(
-        BenchApp(),
-        http="h11",
-        ws="none",
-        lifespan="off",
-        loop="asyncio",
-        log_level="warning",
-        access_log=False,
-        timeout_keep_alive=SERVER_LIFETIME_S,
-    )
-    server = uvicorn.Server(config)
-
-    def stop() -> None:
-        server.should_exit = True
-
-    def stop_when_the_parent_goes() -> None:
-        sys.stdin.read()
-        stop()
-
-    threading.Thread(target=stop_when_the_parent_goes, daemon=True).start()
-    deadline = threading.Timer(SERVER_LIFETIME_S, stop)
-    deadline.daemon = True
-    deadline.start()
-    print(listener.getsockname()[1], flush=True)
-    server.run(sockets=[listener])
+    child_server.serve(BenchApp(), lifetime=SERVER_LIFETIME_S)
 
 
-@contextlib.contextmanager
-def local_server() -> Iterator[str]:
+def local_server() -> contextlib.AbstractContextManager[str]:
     """Start the server in a child process; yield its base URL; stop it."""
-    child = subprocess.Popen(
-        [sys.executable, __file__, SERVE_FLAG],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert child.stdin is not None
-    assert child.stdout is not None
-    try:
-        port = child.stdout.readline().strip()
-        if not port.isdigit():
-            raise RuntimeError(f"the bench server did not start (printed {port!r})")
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        child.stdin.close()
-        child.terminate()
-        try:
-            child.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait(timeout=10)
-        child.stdout.close()
+    return child_server.child_server(__file__)
 
 
 # --- the clients ---------------------------------------------------------------
