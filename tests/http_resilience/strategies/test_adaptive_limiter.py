@@ -151,6 +151,9 @@ def test_only_first_attempt_successes_are_rtt_samples() -> None:
         httpx.MockTransport(server),
         pipeline=ResiliencePipeline().add_adaptive_limiter(),
         clock=clock,
+        # Windows of exactly 1 s: a drawn one may be up to 1.25 s, and then
+        # 12 calls of 0.1 s would not close it.
+        random=lambda: 0.5,
     )
     for _ in range(12):
         transport.handle_request(httpx.Request("GET", URL))
