@@ -97,6 +97,7 @@ def test_every_operation_holds_to_the_schema(orders: str) -> None:
         operations.append(result.ok())
     assert sorted(f"{op.method.upper()} {op.path}" for op in operations) == [
         "GET /orders/{order_id}",
+        "GET /stock/{sku}",
         "POST /orders",
     ]
     seen: dict[str, set[int]] = {}

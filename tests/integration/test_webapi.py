@@ -442,6 +442,14 @@ def test_browsing_degrades_to_the_stock_last_seen_and_says_so(
         assert fresh.json() == {"sku": "widget", "available": 5}
         assert "Degraded" not in fresh.headers
         assert client.get("/stock/gadget").status_code == 404  # not an outage
+        # A sku goes into the inventory's URL: nothing but its characters.
+        for hostile in ("a%3Fb", "a%20b", "x" * 33):
+            refused = client.get(f"/stock/{hostile}")
+            assert refused.status_code == 422
+            assert refused.headers["content-type"] == "application/problem+json"
+        # A slash, even encoded, is another path: no route, no call.
+        assert client.get("/stock/..%2Freservations").status_code == 404
+        assert stock.reads == 2
 
         now[0] = 15.0  # the inventory is down
         reads = stock.reads

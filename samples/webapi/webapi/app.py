@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, Final, NoReturn
 
 import httpx
-from fastapi import Depends, FastAPI, Request
+from fastapi import Depends, FastAPI, Path, Request
 from fastapi.exceptions import RequestValidationError
 from injector import Injector
 from sqlalchemy.ext.asyncio import create_async_engine
@@ -76,6 +76,8 @@ from webapi.auth import CHALLENGE, demo_principal
 from webapi.domain import (
     HANDLERS,
     INVENTORY,
+    SKU_LENGTH,
+    SKU_PATTERN,
     Base,
     Order,
     OrderView,
@@ -186,7 +188,12 @@ def create_app(settings: Settings) -> FastAPI:
     # its source and age in the answer's Degraded header (the middleware's
     # degradation_header). Placing an order never does.
     @app.get("/stock/{sku}", responses=ANSWERS)
-    async def get_stock(sku: str, mediator: MediatorOf) -> StockView:
+    async def get_stock(
+        sku: Annotated[
+            str, Path(min_length=1, max_length=SKU_LENGTH, pattern=SKU_PATTERN)
+        ],
+        mediator: MediatorOf,
+    ) -> StockView:
         return await mediator.send(Stock(sku=sku))
 
     app.add_exception_handler(RequestValidationError, invalid_request)

@@ -158,6 +158,11 @@ class OrderHandler(QueryHandler[Order, OrderView]):
         return OrderView(order_id=row.id, sku=row.sku, quantity=row.quantity)
 
 
+SKU_PATTERN = r"^[A-Za-z0-9-]+$"
+"""What a sku may be: it goes into the inventory's URL, so nothing else."""
+SKU_LENGTH = 32
+
+
 class StockView(BaseModel):
     """What is left of a sku, as the inventory last said."""
 
@@ -197,7 +202,7 @@ class LastKnownStock(FallbackHandler["Stock", StockView]):
 class Stock(Query[StockView]):
     """What is left of `sku`, or `NotFoundError`; degraded in an outage."""
 
-    sku: str = Field(min_length=1, max_length=32, pattern=r"^[A-Za-z0-9-]+$")
+    sku: str = Field(min_length=1, max_length=SKU_LENGTH, pattern=SKU_PATTERN)
 
 
 class StockHandler(QueryHandler[Stock, StockView]):
