@@ -21,14 +21,20 @@ from typing import Final
 
 import httpx
 
+from http_resilience._core.raw_headers import KEEPS_TRIPLES, LOWER_KEY, triples
+
 __all__ = [
     "STORED_STATUSES",
     "cache_directives",
     "initial_age",
+    "key_parts",
     "leaves_alone",
     "may_serve",
+    "read_request",
+    "read_response",
     "stale_window",
     "vary_names",
+    "vary_parts",
 ]
 
 STORED_STATUSES: Final = frozenset({200, 203, 204, 300, 301, 308, 404, 410})
@@ -37,6 +43,27 @@ STORED_STATUSES: Final = frozenset({200, 203, 204, 300, 301, 308, 404, 410})
 
 _METHODS: Final = frozenset({"GET", "HEAD"})
 _NEVER_STORED: Final = ("no-store", "no-cache", "must-revalidate", "proxy-revalidate")
+
+# The headers each side is read for, lower case: most calls carry none of
+# them, which `frozenset.isdisjoint` sees in C without a loop in Python.
+_REQUEST_NAMES: Final = frozenset(
+    {b"authorization", b"cache-control", b"cookie", b"range"}
+)
+_RESPONSE_NAMES: Final = frozenset({b"age", b"cache-control", b"set-cookie", b"vary"})
+
+Triples = list[tuple[bytes, bytes, bytes]]
+"""Headers as (raw name, lower-case name, value) bytes, in the order sent."""
+
+
+def _triples(headers: httpx.Headers) -> Triples:
+    """`headers` as triples, on an httpx that does not keep them (`KEEPS_TRIPLES`)."""
+    return [(name, name.lower(), value) for name, value in headers.raw]
+
+
+def _decoded(headers: httpx.Headers, values: list[bytes]) -> list[str]:
+    """`values` of `headers` as the mapping gives them (in its encoding)."""
+    encoding = headers.encoding
+    return [value.decode(encoding) for value in values]
 
 
 def cache_directives(headers: httpx.Headers) -> dict[str, str | None]:
@@ -48,8 +75,12 @@ def cache_directives(headers: httpx.Headers) -> dict[str, str | None]:
         >>> cache_directives(httpx.Headers({"Cache-Control": 'max-age=60, Private'}))
         {'max-age': '60', 'private': None}
     """
+    return _directives(headers.get_list("cache-control"))
+
+
+def _directives(lines: list[str]) -> dict[str, str | None]:
     found: dict[str, str | None] = {}
-    for line in headers.get_list("cache-control"):
+    for line in lines:
         for item in line.split(","):
             name, equals, value = item.partition("=")
             name = name.strip().lower()
@@ -60,9 +91,57 @@ def cache_directives(headers: httpx.Headers) -> dict[str, str | None]:
 
 def leaves_alone(request: httpx.Request) -> bool:
     """Whether the cache neither stores nor serves `request`'s answers."""
-    if request.method not in _METHODS or "range" in request.headers:
-        return True
-    return "no-store" in cache_directives(request.headers)
+    return read_request(request) is None
+
+
+def read_request(request: httpx.Request) -> list[bytes] | None:
+    """The parts of `request`'s key (`key_parts`); None: the cache leaves it alone."""
+    if request.method not in _METHODS:
+        return None
+    alone, parts = _scan_request(request)
+    return None if alone else parts
+
+
+def key_parts(request: httpx.Request) -> list[bytes]:
+    """The parts of `request`'s key, to be hashed: what tells its entry apart.
+
+    The method, the URL and, when the request carries any, the number of
+    its ``Authorization`` values, those values and its ``Cookie`` values
+    (raw, as they will be sent).
+    """
+    return _scan_request(request)[1]
+
+
+def _scan_request(request: httpx.Request) -> tuple[bool, list[bytes]]:
+    """Whether ``Range`` or ``no-store`` leave `request` alone, and `key_parts`.
+
+    In one pass over its headers.
+    """
+    parts = [request.method.encode(), str(request.url).encode()]
+    headers = request.headers
+    entries = triples(headers) if KEEPS_TRIPLES else _triples(headers)
+    if _REQUEST_NAMES.isdisjoint(map(LOWER_KEY, entries)):
+        return False, parts
+    authorization: list[bytes] = []
+    cookie: list[bytes] = []
+    cache_control: list[bytes] = []
+    alone = False
+    for _, name, value in entries:
+        if name == b"authorization":
+            authorization.append(value)
+        elif name == b"cookie":
+            cookie.append(value)
+        elif name == b"cache-control":
+            cache_control.append(value)
+        elif name == b"range":
+            alone = True
+    if not alone and cache_control:
+        alone = "no-store" in _directives(_decoded(headers, cache_control))
+    if authorization or cookie:
+        parts.append(b"%d" % len(authorization))
+        parts += authorization
+        parts += cookie
+    return alone, parts
 
 
 def may_serve(request: httpx.Request) -> bool:
@@ -95,35 +174,90 @@ def stale_window(
         >>> window("no-store") is None
         True
     """
+    read = read_response(response, max_stale, store_private=store_private)
+    return None if read is None else read[0]
+
+
+def read_response(
+    response: httpx.Response, max_stale: float, *, store_private: bool
+) -> tuple[float, tuple[str, ...], float] | None:
+    """What `stale_window`, `vary_names` and `initial_age` say, in one pass.
+
+    None when `response` is not stored; else its window in seconds, the
+    names its ``Vary`` lists and its ``Age``.
+    """
     if response.status_code not in STORED_STATUSES:
         return None
     headers = response.headers
-    said = cache_directives(headers)
+    entries = triples(headers) if KEEPS_TRIPLES else _triples(headers)
+    if _RESPONSE_NAMES.isdisjoint(map(LOWER_KEY, entries)):
+        return max_stale, (), 0.0
+    cache_control: list[bytes] = []
+    vary: list[bytes] = []
+    age: list[bytes] = []
+    for _, name, value in entries:
+        if name == b"cache-control":
+            cache_control.append(value)
+        elif name == b"vary":
+            vary.append(value)
+        elif name == b"age":
+            age.append(value)
+        elif name == b"set-cookie":
+            return None
+    said = _directives(_decoded(headers, cache_control)) if cache_control else {}
     if any(name in said for name in _NEVER_STORED):
         return None
     if "private" in said and not store_private:
         return None
-    if "set-cookie" in headers or "*" in vary_names(headers):
+    names = _vary_names(_decoded(headers, vary)) if vary else ()
+    if "*" in names:
         return None
     stale = _seconds(said.get("stale-if-error"))
     if stale is None:
-        return max_stale
-    fresh = _seconds(said.get("max-age")) or 0
-    return float(min(max_stale, fresh + stale))
+        window = max_stale
+    else:
+        fresh = _seconds(said.get("max-age")) or 0
+        window = float(min(max_stale, fresh + stale))
+    return window, names, _age(", ".join(_decoded(headers, age))) if age else 0.0
 
 
 def vary_names(headers: httpx.Headers) -> tuple[str, ...]:
     """The request headers ``Vary`` names, in lower case, sorted, once each."""
+    return _vary_names(headers.get_list("vary"))
+
+
+def _vary_names(lines: list[str]) -> tuple[str, ...]:
     names = {
         name.strip().lower()
-        for line in headers.get_list("vary")
+        for line in lines
         for name in line.split(",")
         if name.strip()
     }
     return tuple(sorted(names))
 
 
+def vary_parts(request: httpx.Request, names: tuple[str, ...]) -> list[bytes]:
+    """`request`'s values for the headers `names` (lower case), to be hashed.
+
+    Each name, the number of its values and those values (raw).
+    """
+    headers = request.headers
+    entries = triples(headers) if KEEPS_TRIPLES else _triples(headers)
+    parts: list[bytes] = []
+    for name in names:
+        lowered = name.encode()
+        values = [value for _, key, value in entries if key == lowered]
+        parts.append(lowered)
+        parts.append(b"%d" % len(values))
+        parts += values
+    return parts
+
+
 def initial_age(headers: httpx.Headers) -> float:
     """The ``Age`` the host (or a cache before it) gave; 0 when absent or malformed."""
-    age = _seconds(headers.get("age", "").strip())
+    return _age(headers.get("age", ""))
+
+
+def _age(value: str) -> float:
+    age = _seconds(value.strip())
     return 0.0 if age is None or not math.isfinite(age) else float(age)

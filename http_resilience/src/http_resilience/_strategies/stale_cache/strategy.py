@@ -16,11 +16,13 @@ its extensions hold a `Degradation` (source ``"stale-cache"``).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from itertools import chain
 from typing import TYPE_CHECKING
 
 import httpx
 
 from http_resilience._core.call import Call
+from http_resilience._core.classify import is_failure_status
 from http_resilience._core.clock import Clock, reader
 from http_resilience._core.degraded import (
     DEGRADED_EXTENSION,
@@ -31,11 +33,10 @@ from http_resilience._core.degraded import (
 from http_resilience._core.drive import AsyncDriver, SyncDriver
 from http_resilience._core.telemetry import Telemetry
 from http_resilience._strategies.stale_cache.rules import (
-    initial_age,
-    leaves_alone,
     may_serve,
-    stale_window,
-    vary_names,
+    read_request,
+    read_response,
+    vary_parts,
 )
 from http_resilience._strategies.stale_cache.store import Entry, StaleStore
 
@@ -44,21 +45,22 @@ if TYPE_CHECKING:
 
 __all__ = ["AsyncStaleCache", "StaleCacheStrategy", "SyncStaleCache"]
 
-_KEPT_EXTENSIONS = ("http_version", "reason_phrase")
+_KEPT = ("http_version", "reason_phrase")  # the extensions an entry keeps
 
 
 class _Recording:
     """A body being read: its chunks, while they stay within the bound."""
 
-    __slots__ = ("chunks", "entry", "key", "left", "strategy")
+    __slots__ = ("chunks", "entry", "head", "key", "left", "strategy")
 
     def __init__(
-        self, strategy: StaleCacheStrategy, key: bytes, entry: Entry, left: int
+        self, strategy: StaleCacheStrategy, key: bytes, entry: Entry, head: int
     ) -> None:
         self.strategy = strategy
         self.key = key
         self.entry = entry
-        self.left = left
+        self.head = head  # the entry's size without its body
+        self.left = strategy.store.max_bytes - head
         self.chunks: list[bytes] | None = []
 
     def add(self, chunk: bytes) -> None:
@@ -74,7 +76,7 @@ class _Recording:
     def done(self) -> None:
         chunks, self.chunks = self.chunks, None
         if chunks is not None:
-            self.strategy.keep(self.key, self.entry, b"".join(chunks))
+            self.strategy.keep(self.key, self.entry, b"".join(chunks), self.head)
 
 
 class _RecordingAsyncStream(httpx.AsyncByteStream):
@@ -152,7 +154,8 @@ class StaleCacheStrategy:
 
     def key(self, request: httpx.Request) -> bytes | None:
         """The entry key of `request`; None when the cache leaves it alone."""
-        return None if leaves_alone(request) else self.store.key(request)
+        parts = read_request(request)
+        return None if parts is None else self.store.hash(parts)
 
     def answered(
         self,
@@ -168,49 +171,62 @@ class StaleCacheStrategy:
         """
         now = self._now()
         store = self.store
-        store.replace(key, now)
-        window = stale_window(
-            response, self._max_stale, store_private=self._store_private
-        )
-        if window is None:
-            return
-        headers = response.headers
-        vary = vary_names(headers)
-        extensions = response.extensions
-        entry = Entry(
-            status=response.status_code,
-            headers=tuple(headers.raw),
-            body=b"",
-            extensions=tuple(
-                (name, extensions[name])
-                for name in _KEPT_EXTENSIONS
-                if name in extensions
-            ),
-            stored_at=now,
-            initial_age=initial_age(headers),
-            window=window,
-            vary=vary,
-            varied=store.varied(request, vary),
-        )
-        left = store.max_bytes - entry.size
-        if left < 0:
-            return
+        entry: Entry | None = None
+        size = 0
         try:
-            response.content  # noqa: B018 - raises when the body is still to be read
-        except httpx.ResponseNotRead:
-            recording = _Recording(self, key, entry, left)
-            stream = response.stream
-            if sync and isinstance(stream, httpx.SyncByteStream):
-                response.stream = _RecordingSyncStream(stream, recording)
-            elif not sync and isinstance(stream, httpx.AsyncByteStream):
-                response.stream = _RecordingAsyncStream(stream, recording)
-            return
-        body = _raw_body(response)
-        if body is not None and len(body) <= left:
-            self.keep(key, entry, body)
+            read = read_response(
+                response, self._max_stale, store_private=self._store_private
+            )
+            if read is None:
+                return
+            window, vary, age = read
+            headers = tuple(response.headers.raw)
+            head = sum(map(len, chain.from_iterable(headers)))  # its size, in C
+            left = store.max_bytes - head
+            if left < 0:
+                return
+            extensions = response.extensions
+            kept = (
+                tuple(
+                    [(name, extensions[name]) for name in _KEPT if name in extensions]
+                )
+                if extensions
+                else ()
+            )
+            varied = store.hash(vary_parts(request, vary)) if vary else b""
+            status = response.status_code
+            try:
+                response.content  # noqa: B018 - raises when the body is still to be read
+            except httpx.ResponseNotRead:
+                recording = _Recording(
+                    self,
+                    key,
+                    Entry(status, headers, b"", kept, now, age, window, vary, varied),
+                    head,
+                )
+                stream = response.stream
+                if sync and isinstance(stream, httpx.SyncByteStream):
+                    response.stream = _RecordingSyncStream(stream, recording)
+                elif not sync and isinstance(stream, httpx.AsyncByteStream):
+                    response.stream = _RecordingAsyncStream(stream, recording)
+                return
+            body = _raw_body(response)
+            if body is not None and len(body) <= left:
+                entry = Entry(
+                    status, headers, body, kept, now, age, window, vary, varied
+                )
+                size = head + len(body)
+        finally:
+            # Whatever is stored or not, the entry is replaced, before a body
+            # being recorded can be kept; a body read already is held in the
+            # same step (`put`'s, without taking the lock again).
+            store.replace(key, now, entry, size)
 
-    def keep(self, key: bytes, entry: Entry, body: bytes) -> None:
-        """Store `entry` for `key` with `body`, read to its end."""
+    def keep(self, key: bytes, entry: Entry, body: bytes, head: int) -> None:
+        """Store `entry` for `key` with `body`, read to its end.
+
+        `head`: the entry's size without its body.
+        """
         self.store.put(
             key,
             Entry(
@@ -224,6 +240,7 @@ class StaleCacheStrategy:
                 entry.vary,
                 entry.varied,
             ),
+            head + len(body),
         )
 
     def stale(
@@ -283,7 +300,7 @@ class AsyncStaleCache(AsyncDriver[StaleCacheStrategy]):
             if stale is None:
                 raise
             return stale
-        if not is_degradable(response):
+        if not is_failure_status(response.status_code):  # `is_degradable`, inline
             strategy.answered(request, key, response, sync=False)
             return response
         stale = strategy.stale(request, call, key, response)
@@ -313,7 +330,7 @@ class SyncStaleCache(SyncDriver[StaleCacheStrategy]):
             if stale is None:
                 raise
             return stale
-        if not is_degradable(response):
+        if not is_failure_status(response.status_code):  # `is_degradable`, inline
             strategy.answered(request, key, response, sync=True)
             return response
         stale = strategy.stale(request, call, key, response)
