@@ -57,6 +57,7 @@ def clients() -> dict[str, Callable[[], Any]]:
         HttpResilienceOptions,
         ResiliencePipeline,
         ResilientTransport,
+        StaleCacheOptions,
     )
 
     def mock() -> httpx.MockTransport:
@@ -113,6 +114,11 @@ def clients() -> dict[str, Callable[[], Any]]:
         "ours: add_retry()": lambda: resilient(ResiliencePipeline().add_retry()),
         "ours: add_retry().add_breaker()": lambda: resilient(
             ResiliencePipeline().add_retry().add_breaker()
+        ),
+        "ours: add_retry().add_stale_cache()": lambda: resilient(
+            ResiliencePipeline()
+            .add_retry()
+            .add_stale_cache(StaleCacheOptions(max_stale=60))
         ),
         "factory client, correlation on": lambda: factory_client(True),
         "factory client, correlation off": lambda: factory_client(False),
@@ -212,6 +218,10 @@ def main(wanted: list[str]) -> None:
     pairs = {
         "the breaker, per call": (
             "ours: add_retry().add_breaker()",
+            "ours: add_retry()",
+        ),
+        "the stale cache, per good answer": (
+            "ours: add_retry().add_stale_cache()",
             "ours: add_retry()",
         ),
         "the correlation id, per call": (
