@@ -278,6 +278,38 @@ async def test_the_age_the_host_gave_is_added_to() -> None:
     assert stale.headers.get_list("age") == ["105"]
 
 
+@pytest.mark.parametrize(
+    ("header", "age"),
+    [
+        ((b"Age", "\u00b2".encode()), "5"),  # a superscript two: str.isdigit says yes
+        ((b"Age", b"9" * 5_000), str(2**31 + 5)),  # past int()'s digit limit
+        ((b"Cache-Control", b"max-age=" + b"7" * 5_000), "5"),
+        ((b"Cache-Control", "stale-if-error=\u0663".encode()), "5"),  # arabic-indic 3
+    ],
+    ids=["superscript age", "huge age", "huge max-age", "arabic-indic digit"],
+)
+async def test_a_host_s_odd_numbers_are_numbers_or_nothing_never_an_error(
+    header: tuple[bytes, bytes], age: str
+) -> None:
+    clock, down = FakeClock(), [False]
+
+    def host(request: httpx.Request) -> httpx.Response:
+        if down[0]:
+            return httpx.Response(503)
+        return httpx.Response(200, headers=[header], content=b"stock")
+
+    transport = AsyncResilientTransport(
+        httpx.MockTransport(host), pipeline=cache(), clock=clock
+    )
+    async with httpx.AsyncClient(transport=transport) as client:
+        assert (await client.get(URL)).status_code == 200
+        down[0] = True
+        clock.advance(5)
+        stale = await client.get(URL)
+    assert stale.status_code == 200
+    assert stale.headers.get_list("age") == [age]
+
+
 async def test_stale_if_error_shortens_the_window() -> None:
     host = Host(headers={"Cache-Control": "max-age=10, stale-if-error=20"})
     clock = FakeClock()

@@ -149,10 +149,21 @@ def may_serve(request: httpx.Request) -> bool:
     return "no-cache" not in cache_directives(request.headers)
 
 
+_LARGEST_DELTA: Final = 2**31
+"""RFC 9111's "infinity" for a delta-seconds too large to hold (section 1.2.2)."""
+
+
 def _seconds(value: str | None) -> int | None:
-    if value is None or not value.isdigit():
+    """A delta-seconds value (ASCII digits only), or None.
+
+    Whatever a host sends (``Age: ²``, a ``max-age`` of thousands of digits)
+    is a number or nothing: never an error out of the call.
+    """
+    if value is None or not (value.isascii() and value.isdigit()):
         return None
-    return int(value)
+    if len(value) > 10:  # past 2**31 seconds
+        return _LARGEST_DELTA
+    return min(int(value), _LARGEST_DELTA)
 
 
 def stale_window(
