@@ -3,7 +3,8 @@
 A real server on 127.0.0.1 sends the head and half the body of its answer,
 then nothing. The client's attempt has 0.5 s: the read that waits for the
 rest gives up after that much, and the caller sees `AttemptStalledError`
-within the attempt timeout and 100 ms of the last byte. A body that keeps
+(not the `TotalTimeoutError` of the call's 5 s, which an uncut stall would
+run into; the bound asserted is generous, for a busy machine). A body that keeps
 arriving, slowly, is never cut; and with `buffer_responses` the stalled body
 is one more failed attempt, retried, and the call succeeds.
 """
@@ -35,6 +36,9 @@ OPTIONS = {
     "base_delay": 0.01,
 }
 CLOCK = SystemClock()  # real time: the sockets' read timeouts are under test
+GENEROUS = 3.0
+"""Seconds a cut stall may take on a busy machine: well past the 0.5 s
+attempt, well before the 5 s total, which the stall would run into uncut."""
 MORE = {"type": "http.response.body", "more_body": True}
 
 
@@ -87,7 +91,7 @@ def test_a_stalled_body_ends_in_attempt_stalled_error_within_the_attempt(
         with pytest.raises(AttemptStalledError, match="stopped arriving"):
             client.get("/stall")
         took = CLOCK.monotonic() - started
-    assert took < ATTEMPT + 0.1
+    assert took < GENEROUS
 
 
 async def test_the_async_client_says_the_same(server: tuple[str, StallingApp]) -> None:
@@ -98,7 +102,7 @@ async def test_the_async_client_says_the_same(server: tuple[str, StallingApp]) -
         with pytest.raises(AttemptStalledError):
             await client.get("/stall")
         took = CLOCK.monotonic() - started
-    assert took < ATTEMPT + 0.1
+    assert took < GENEROUS
 
 
 def test_a_slow_body_that_keeps_arriving_is_never_cut(
