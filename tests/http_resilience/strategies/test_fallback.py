@@ -8,6 +8,7 @@ through; one that raises keeps both failures; its answer is marked and the
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Iterator
 
@@ -307,6 +308,14 @@ def test_an_object_with_an_async_call_is_seen_as_async() -> None:
             return None
 
     assert ResiliencePipeline().add_fallback(Offline()).async_only
+
+
+def test_a_partial_of_an_async_fallback_is_seen_as_async() -> None:
+    async def offline(request: httpx.Request, failure: Failure, *, source: str) -> None:
+        return None
+
+    wrapped = functools.partial(offline, source="cache")
+    assert ResiliencePipeline().add_fallback(wrapped).async_only
 
 
 # --- checked when added ---------------------------------------------------------------

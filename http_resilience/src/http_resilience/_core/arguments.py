@@ -1,15 +1,18 @@
-"""`of_type`: an argument of the type it must be, or a `TypeError` saying so.
+"""Checks of the arguments public entry points take: `of_type`, `is_async_callable`.
 
 Where the public entry points check what they are given (a pipeline, options,
 a header name), they refuse a wrong type the same way: what the argument must
 be, and the type it got, by name; never the value, which may hold a secret.
+A callable they take is told sync or async once, when it is given.
 """
 
 from __future__ import annotations
 
-from typing import TypeVar
+import functools
+import inspect
+from typing import TypeVar, cast
 
-__all__ = ["of_type"]
+__all__ = ["is_async_callable", "of_type"]
 
 _T = TypeVar("_T")
 
@@ -31,3 +34,21 @@ def of_type(value: object, kind: type[_T], must: str) -> _T:
     if not isinstance(value, kind):
         raise TypeError(f"{must}, got {type(value).__qualname__}")
     return value
+
+
+def is_async_callable(target: object) -> bool:
+    """Whether calling `target` gives an awaitable, told before it is called.
+
+    An ``async def`` function or method, a `functools.partial` of one, or an
+    object whose ``__call__`` is ``async def``.
+
+    Example:
+        >>> async def fetch(scope: object) -> None: ...
+        >>> is_async_callable(functools.partial(fetch)), is_async_callable(len)
+        (True, False)
+    """
+    while isinstance(target, functools.partial):
+        target = cast("functools.partial[object]", target).func
+    return inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(
+        type(target).__call__  # an object whose __call__ is async def
+    )

@@ -11,8 +11,6 @@ beyond its partition's share 429, both as problem details with
 
 from __future__ import annotations
 
-import functools
-import inspect
 import math
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
@@ -22,6 +20,7 @@ from typing import Final, cast
 
 import anyio
 
+from http_resilience._core.arguments import is_async_callable, of_type
 from http_resilience._core.clock import SYSTEM_CLOCK, Clock, reader
 from http_resilience._middleware.asgi import send_problem
 from http_resilience._middleware.types import ASGIApp, Message, Receive, Scope, Send
@@ -347,11 +346,9 @@ def _checked_limiter(limiter: object) -> AdaptiveLimiterOptions:
     """`limiter`, or the default options for None; refused if of another kind."""
     if limiter is None:
         return AdaptiveLimiterOptions()
-    if not isinstance(limiter, AdaptiveLimiterOptions):
-        raise TypeError(
-            f"limiter must be an AdaptiveLimiterOptions, got {type(limiter).__name__}"
-        )
-    return limiter
+    return of_type(
+        limiter, AdaptiveLimiterOptions, "limiter must be an AdaptiveLimiterOptions"
+    )
 
 
 def _checked_partition(partition: object) -> Partition | None:
@@ -363,12 +360,7 @@ def _checked_partition(partition: object) -> Partition | None:
             "partition must be a callable that takes the ASGI scope and returns "
             f"the request's partition or None, got {type(partition).__name__}"
         )
-    call: object = partition
-    while isinstance(call, functools.partial):
-        call = cast("functools.partial[object]", call).func
-    if inspect.iscoroutinefunction(call) or inspect.iscoroutinefunction(
-        type(call).__call__  # an object whose __call__ is async def
-    ):
+    if is_async_callable(partition):
         raise TypeError(
             "partition must be a plain function, not async def: it reads the "
             "request's partition from the ASGI scope"

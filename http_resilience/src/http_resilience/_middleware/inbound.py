@@ -8,7 +8,6 @@ what was ignored, and the request's context set from what was read.
 
 from __future__ import annotations
 
-import functools
 import inspect
 import math
 import re
@@ -18,6 +17,7 @@ from contextlib import ExitStack
 from datetime import timedelta
 from typing import Any, ClassVar, Final, Generic, TypeVar, cast
 
+from http_resilience._core.arguments import is_async_callable
 from http_resilience._core.correlation import correlation_id, new_correlation_id
 from http_resilience._core.deadline import DEADLINE_HEADER, deadline_scope
 from http_resilience._core.nested import (
@@ -110,12 +110,7 @@ def checked_trusted(trusted: object, where: str) -> Callable[[Any], bool] | None
             f"trusted must be a callable that takes {where} and returns "
             f"True or False, or None, got {type(trusted).__name__}"
         )
-    call: object = trusted
-    while isinstance(call, functools.partial):
-        call = cast("functools.partial[object]", call).func
-    if inspect.iscoroutinefunction(call) or inspect.iscoroutinefunction(
-        type(call).__call__  # an object whose __call__ is async def
-    ):
+    if is_async_callable(trusted):
         raise TypeError(
             "trusted must be a plain function, not async def: it decides from "
             f"{where} alone"

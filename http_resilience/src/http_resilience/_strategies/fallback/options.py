@@ -11,6 +11,7 @@ import inspect
 from dataclasses import dataclass
 from typing import Any, cast
 
+from http_resilience._core.arguments import is_async_callable
 from http_resilience._core.builder import BuildContext
 from http_resilience._core.step_defaults import StepDefaults, SyncStepDefaults
 from http_resilience._strategies.fallback.strategy import (
@@ -22,13 +23,6 @@ from http_resilience._strategies.fallback.strategy import (
 )
 
 __all__ = ["AsyncFallbackStep", "FallbackStep", "fallback_step"]
-
-
-def _is_async(function: object) -> bool:
-    if inspect.iscoroutinefunction(function):
-        return True
-    call = getattr(type(function), "__call__", None)  # noqa: B004 - the method's kind
-    return call is not None and inspect.iscoroutinefunction(call)
 
 
 def fallback_step(function: object) -> FallbackStep | AsyncFallbackStep:
@@ -56,7 +50,7 @@ def fallback_step(function: object) -> FallbackStep | AsyncFallbackStep:
                 f"add_fallback: the fallback is called as fn(request, failure), "
                 f"but {name}{signature} cannot be called so"
             ) from None
-    if _is_async(function):
+    if is_async_callable(function):
         return AsyncFallbackStep(cast("AsyncFallbackFunction", function))
     return FallbackStep(cast("FallbackFunction", function))
 
