@@ -16,6 +16,8 @@ pytestmark = [pytest.mark.closure, pytest.mark.timeout(300)]
 MEDIATOR_DATA = [
     "mediator/sqlalchemy/migrations/0001_idempotency.postgresql.sql",
     "mediator/sqlalchemy/migrations/0001_idempotency.sqlite.sql",
+    "mediator/sqlalchemy/migrations/0002_outbox.postgresql.sql",
+    "mediator/sqlalchemy/migrations/0002_outbox.sqlite.sql",
 ]
 # The fleet's Lua script, read at import by the module that runs it.
 FLEET_SCRIPT = "http_resilience/_fleet/sync.lua"

@@ -93,6 +93,7 @@ from mediator._dispatch.module import (
     MediatorModule,
     register_behavior,
 )
+from mediator._dispatch.outbox import Outbox
 
 __all__ = [
     "AsyncIdempotencyStore",
@@ -133,6 +134,7 @@ __all__ = [
     "NotFoundError",
     "Notification",
     "NotificationHandler",
+    "Outbox",
     "Policy",
     "Principal",
     "PrincipalProvider",

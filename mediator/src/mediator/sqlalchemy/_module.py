@@ -22,11 +22,13 @@ from mediator._behaviors.idempotency.store import (
 )
 from mediator._behaviors.transaction.behavior import AsyncUnitOfWork, UnitOfWork
 from mediator._core.scope import RequestScope, at_scope_exit
+from mediator._dispatch.outbox import Outbox
 from mediator.sqlalchemy._first_write import REMAINING_TIME, RemainingTime
 from mediator.sqlalchemy._idempotency.store import (
     AsyncSqlAlchemyIdempotencyStore,
     SqlAlchemyIdempotencyStore,
 )
+from mediator.sqlalchemy._outbox.recorder import SqlAlchemyOutbox
 from mediator.sqlalchemy._postgres import prepare_postgres
 from mediator.sqlalchemy._sqlite import prepare_sqlite
 from mediator.sqlalchemy._unit_of_work import (
@@ -49,6 +51,9 @@ class SqlAlchemyModule(Module):
       attempt of a `@transactional` request on it;
     - async: the same with `AsyncSession` and `AsyncUnitOfWork`, which the
       async path prefers when both are bound;
+    - `mediator.Outbox`, which records messages in the running unit of
+      work's session (either side), for `OutboxRelay` to deliver after the
+      commit;
     - on each side, the idempotency store (`IdempotencyStore`,
       `AsyncIdempotencyStore`) is request-scoped too: `SqlAlchemyIdempotencyStore`
       (or the async one) on the engine, completing on the send's session. With
@@ -152,6 +157,7 @@ class SqlAlchemyModule(Module):
 
     def configure(self, binder: Binder) -> None:
         """Bind the session, unit of work and idempotency store of each side."""
+        binder.bind(Outbox, to=SqlAlchemyOutbox)  # type: ignore[type-abstract]
         for side, sessions in ((_SYNC, self._sessions), (_ASYNC, self._async_sessions)):
             if sessions is not None:
                 side.bind(binder, sessions, self._remaining_time)

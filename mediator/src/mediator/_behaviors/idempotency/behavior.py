@@ -21,6 +21,7 @@ from mediator._behaviors.idempotency.marker import (
     is_idempotent,
     key_field_of,
     key_of,
+    minted_key_running,
     scope_of,
 )
 from mediator._behaviors.idempotency.options import (
@@ -206,7 +207,11 @@ class IdempotencyBehavior:
         plan = self._plans[type(request)]
         options = self._options
         principal = self._principals.current()
-        if principal is None and not options.allow_anonymous:
+        if (
+            principal is None
+            and not options.allow_anonymous
+            and not (plan.field is None and minted_key_running())
+        ):
             # Before the key: who calls is what the caller must fix first.
             raise ForbiddenError(
                 f"{type(request).__qualname__} is @idempotent and was sent with no "

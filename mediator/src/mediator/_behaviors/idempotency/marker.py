@@ -55,6 +55,8 @@ __all__ = [
     "is_idempotent",
     "is_replay",
     "key_field_of",
+    "minted_idempotency_key",
+    "minted_key_running",
     "scope_of",
 ]
 
@@ -197,6 +199,32 @@ def idempotency_key(value: str) -> Generator[str, None, None]:
         yield value
     finally:
         _context_key.reset(token)
+
+
+_minted: ContextVar[str | None] = ContextVar("mediator_minted_key", default=None)
+
+
+@contextmanager
+def minted_idempotency_key(value: str) -> Generator[str, None, None]:
+    """`idempotency_key(value)` for a key this process made, not a caller's.
+
+    The outbox's relay delivers each message under its message id, a UUID it
+    minted when the message was recorded. No two callers can share such a
+    key, so an ``@idempotent`` command sent under it needs no principal: an
+    anonymous caller's message is applied once, like anyone's.
+    """
+    with idempotency_key(value):
+        token = _minted.set(value)
+        try:
+            yield value
+        finally:
+            _minted.reset(token)
+
+
+def minted_key_running() -> bool:
+    """Whether the context's key is one `minted_idempotency_key` set."""
+    minted = _minted.get()
+    return minted is not None and minted == _context_key.get()
 
 
 def check_key(key: str) -> str | None:

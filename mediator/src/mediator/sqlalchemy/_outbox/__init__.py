@@ -1,0 +1,1 @@
+"""The transactional outbox on SQLAlchemy: its table, recorder and relay."""
