@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final, Literal, cast
 
+from pydantic import BaseModel
+
 from mediator._behaviors.idempotency.marker import minted_idempotency_key
 from mediator._core.clock import utc_now
 from mediator._core.context import (
@@ -128,15 +130,11 @@ class Outbox(ABC):
             ValueError: The command has a sensitive field.
             ConfigurationError: Not inside a ``@transactional`` handler.
         """
-        if not isinstance(cast(object, command), Command) or isinstance(command, Query):
-            raise TypeError(
-                f"Outbox.send() takes a Command, got {_described(command)}"
-                + (
-                    ": use Outbox.publish()"
-                    if isinstance(command, Notification)
-                    else ""
-                )
-            )
+        given = cast(object, command)
+        if not isinstance(given, Command) or isinstance(given, Query):
+            shown = _described(given)
+            hint = ": use publish()" if isinstance(given, Notification) else ""
+            raise TypeError(f"Outbox.send() takes a Command, got {shown}{hint}")
         return self._add("send", command, ordering_key)
 
     def publish(
@@ -149,11 +147,11 @@ class Outbox(ABC):
             ValueError: The notification has a sensitive field.
             ConfigurationError: Not inside a ``@transactional`` handler.
         """
-        if not isinstance(cast(object, notification), Notification):
-            raise TypeError(
-                f"Outbox.publish() takes a Notification, got {_described(notification)}"
-                + (": use Outbox.send()" if isinstance(notification, Command) else "")
-            )
+        given = cast(object, notification)
+        if not isinstance(given, Notification):
+            shown = _described(given)
+            hint = ": use send()" if isinstance(given, Command) else ""
+            raise TypeError(f"Outbox.publish() takes a Notification, got {shown}{hint}")
         return self._add("publish", notification, ordering_key)
 
     @abstractmethod
@@ -189,9 +187,8 @@ class Outbox(ABC):
 
 
 def _described(value: object) -> str:
-    if isinstance(value, StreamQuery | Query):
-        return f"the query {type(value).__qualname__}"
-    return f"{type(value).__qualname__}"
+    name = type(value).__qualname__
+    return f"the query {name}" if isinstance(value, StreamQuery | Query) else name
 
 
 def _check_ordering_key(key: object) -> None:
@@ -247,7 +244,8 @@ def rebuild(kind: str, message_type: str, payload: str) -> Command[Any] | Notifi
             f"{base.__name__} class in this process: register the module that "
             "defines it with the relay's mediator"
         )
-    return cast(Any, found).model_validate_json(payload)
+    model = cast(type[BaseModel], found)
+    return cast(Command[Any] | Notification, model.model_validate_json(payload))
 
 
 @contextmanager

@@ -157,7 +157,7 @@ class SqlAlchemyModule(Module):
 
     def configure(self, binder: Binder) -> None:
         """Bind the session, unit of work and idempotency store of each side."""
-        binder.bind(Outbox, to=SqlAlchemyOutbox)  # type: ignore[type-abstract]
+        binder.bind(Outbox, to=SqlAlchemyOutbox)
         for side, sessions in ((_SYNC, self._sessions), (_ASYNC, self._async_sessions)):
             if sessions is not None:
                 side.bind(binder, sessions, self._remaining_time)

@@ -52,6 +52,7 @@ _UNITS: Final = (
     AsyncSqlAlchemyUnitOfWork,
     AsyncSqlAlchemySavepoint,
 )
+_SESSION: Final = "_session"  # what each of the units of work calls its session
 _RINGS: Final = "mediator_outbox_rings"  # session.info: the commit wakes relays
 
 
@@ -139,7 +140,7 @@ def _running_session() -> Session:
             "SqlAlchemyModule's: the outbox writes in the session of "
             "mediator.sqlalchemy's unit of work"
         )
-    session: Session | AsyncSession = unit._session
+    session: Session | AsyncSession = getattr(unit, _SESSION)
     return session.sync_session if isinstance(session, AsyncSession) else session
 
 

@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
-from typing import Any, Final, Protocol, TypeVar, runtime_checkable
+from typing import Any, Final, Protocol, TypeVar, cast, runtime_checkable
 
 from sqlalchemy import Connection, Engine, exc
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -151,12 +151,12 @@ class OutboxRelay:
         clock: WallClock | None = None,
         random: Callable[[], float] = random.random,
     ) -> None:
-        if not isinstance(mediator, Mediator):
+        if not isinstance(cast(object, mediator), Mediator):
             raise TypeError(
                 "OutboxRelay(mediator=...) takes a Mediator, got "
                 f"{type(mediator).__qualname__}"
             )
-        if not isinstance(engine, Engine | AsyncEngine):
+        if not isinstance(cast(object, engine), Engine | AsyncEngine):
             raise TypeError(
                 "OutboxRelay(engine=...) takes an Engine or an AsyncEngine, got "
                 f"{type(engine).__qualname__}"
@@ -177,12 +177,14 @@ class OutboxRelay:
         problem = delays_problem(base_delay, max_delay)
         if problem is not None:
             raise ValueError(f"OutboxRelay: {problem}")
-        if handoff is not None and not isinstance(handoff, Handoff | AsyncHandoff):
+        if handoff is not None and not isinstance(
+            cast(object, handoff), Handoff | AsyncHandoff
+        ):
             raise TypeError(
                 "OutboxRelay(handoff=...) takes a Handoff (hand_off(message)) or an "
                 f"AsyncHandoff (ahand_off(message)), got {type(handoff).__qualname__}"
             )
-        if clock is not None and not isinstance(clock, WallClock):
+        if clock is not None and not isinstance(cast(object, clock), WallClock):
             raise TypeError(
                 "OutboxRelay(clock=...) takes a WallClock (now()), got "
                 f"{type(clock).__qualname__}"

@@ -15,7 +15,6 @@ from typing import Any, Final
 
 from sqlalchemy import (
     Connection,
-    Row,
     and_,
     delete,
     exists,
@@ -142,10 +141,22 @@ class Claimed:
     message: OutboxMessage
 
 
-def _message(row: Row[Any]) -> OutboxMessage:
-    values = row._asdict()
-    del values["seq"]
-    return OutboxMessage(**values)
+def _message(row: Any) -> OutboxMessage:  # a Row of _COLUMNS
+    return OutboxMessage(
+        id=row.id,
+        kind=row.kind,
+        message_type=row.message_type,
+        payload=row.payload,
+        ordering_key=row.ordering_key,
+        state=row.state,
+        attempts=row.attempts,
+        created_at=row.created_at,
+        next_attempt_at=row.next_attempt_at,
+        finished_at=row.finished_at,
+        last_error=row.last_error,
+        principal=row.principal,
+        correlation_id=row.correlation_id,
+    )
 
 
 def claim(
@@ -275,12 +286,6 @@ def read_stats(connection: Connection, *, now: datetime) -> OutboxStats:
     pending = counts.get(PENDING)
     dead = counts.get(DEAD)
     oldest: datetime | None = None if pending is None else pending[3]
-    if isinstance(oldest, str):  # pragma: no cover - SQLite's min() of a text time
-        oldest = datetime.fromisoformat(oldest)
-    if oldest is not None and oldest.tzinfo is None:
-        from datetime import UTC
-
-        oldest = oldest.replace(tzinfo=UTC)
     return OutboxStats(
         pending=0 if pending is None else int(pending[1]),
         in_flight=0 if pending is None else int(pending[2]),
