@@ -43,9 +43,11 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Generator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
+from datetime import timedelta
+from operator import attrgetter
 from typing import Any, ClassVar, Final, Protocol, TypeAlias
 
 from opentelemetry import metrics, trace
@@ -68,8 +70,12 @@ from mediator._core.stage import Stage
 __all__ = [
     "DURATION_BUCKETS",
     "TELEMETRY",
+    "OutboxGauges",
+    "OutboxReading",
+    "OutboxSource",
     "RetryReport",
     "TelemetryBehavior",
+    "instrument_outbox",
     "outcome_class",
 ]
 
@@ -353,6 +359,150 @@ class TelemetryBehavior:
         )
         span.set_attribute("mediator.degraded", True)
         span.set_attribute("mediator.degradation.source", found.source)
+
+
+class OutboxReading(Protocol):
+    """What `instrument_outbox` reads of an `OutboxStats` (given by structure)."""
+
+    @property
+    def pending(self) -> int:
+        """Messages not delivered yet."""
+        ...
+
+    @property
+    def in_flight(self) -> int:
+        """Pending messages a relay holds a lease on."""
+        ...
+
+    @property
+    def dead(self) -> int:
+        """Messages waiting for `redeliver`."""
+        ...
+
+    @property
+    def oldest_pending_age(self) -> timedelta | None:
+        """How long the oldest pending message has waited, or None."""
+        ...
+
+
+class OutboxSource(Protocol):
+    """What `instrument_outbox` watches: `mediator.sqlalchemy.OutboxRelay`."""
+
+    @property
+    def last_stats(self) -> OutboxReading | None:
+        """The last reading of the outbox, or None before the first."""
+        ...
+
+
+class OutboxGauges:
+    """The outbox's gauges, registered by `instrument_outbox`.
+
+    `close` makes them report nothing from then on (OpenTelemetry's API
+    cannot remove an instrument), for a relay that stopped.
+    """
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    def close(self) -> None:
+        """Report nothing from the next collection on."""
+        self.closed = True
+
+
+def instrument_outbox(
+    relay: OutboxSource,
+    *,
+    outbox: str = "default",
+    meter_provider: metrics.MeterProvider | None = None,
+) -> OutboxGauges:
+    """Report an outbox's backlog as OpenTelemetry gauges, from a running relay.
+
+    Gauges (meter ``mediator``), each with the attribute ``mediator.outbox``
+    (`outbox`, a name you choose, such as the database's): ``mediator.outbox.
+    pending`` and ``mediator.outbox.in_flight`` and ``mediator.outbox.dead``
+    (messages), and ``mediator.outbox.oldest_pending_age`` (seconds the oldest
+    pending message has waited: the delivery lag; 0 when none is pending).
+    They read `relay.last_stats`, which `OutboxRelay.run` refreshes every
+    round; nothing is reported before the first. A collection never queries
+    the database.
+
+    Raises:
+        TypeError: `relay` has no ``last_stats``, or a bad `meter_provider`.
+
+    Example:
+        >>> from opentelemetry.sdk.metrics import MeterProvider
+        >>> from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+        >>> from datetime import datetime, timedelta, timezone
+        >>> class Stats:
+        ...     pending, in_flight, dead = 3, 1, 0
+        ...     oldest_pending_age = timedelta(seconds=2.5)
+        >>> class Relay:
+        ...     last_stats = Stats()
+        >>> reader = InMemoryMetricReader()
+        >>> gauges = instrument_outbox(
+        ...     Relay(), meter_provider=MeterProvider(metric_readers=[reader])
+        ... )
+        >>> data = reader.get_metrics_data().resource_metrics[0].scope_metrics[0]
+        >>> {m.name: m.data.data_points[0].value for m in data.metrics}
+        ... # doctest: +NORMALIZE_WHITESPACE
+        {'mediator.outbox.pending': 3, 'mediator.outbox.in_flight': 1,
+         'mediator.outbox.dead': 0, 'mediator.outbox.oldest_pending_age': 2.5}
+    """
+    if not hasattr(relay, "last_stats"):
+        raise TypeError(
+            "instrument_outbox() takes an OutboxRelay (something with last_stats), "
+            f"got {type(relay).__qualname__}"
+        )
+    _checked(meter_provider, metrics.MeterProvider, "meter_provider")
+    meter = metrics.get_meter(INSTRUMENTATION, meter_provider=meter_provider)
+    attributes = {"mediator.outbox": str(outbox)}
+    gauges = OutboxGauges()
+
+    def reading(
+        read: Callable[[OutboxReading], float],
+    ) -> Callable[[metrics.CallbackOptions], list[metrics.Observation]]:
+        def observe(_options: metrics.CallbackOptions) -> list[metrics.Observation]:
+            stats = relay.last_stats
+            if stats is None or gauges.closed:
+                return []
+            return [metrics.Observation(read(stats), attributes)]
+
+        return observe
+
+    for name, read, unit, description in _OUTBOX_GAUGES:
+        meter.create_observable_gauge(
+            f"mediator.outbox.{name}",
+            callbacks=[reading(read)],
+            unit=unit,
+            description=description,
+        )
+    return gauges
+
+
+def _age(stats: OutboxReading) -> float:
+    found = stats.oldest_pending_age
+    return 0.0 if found is None else found.total_seconds()
+
+
+# Each gauge of instrument_outbox: its name's end, its reading, unit and description.
+_OUTBOX_GAUGES: Final[
+    tuple[tuple[str, Callable[[OutboxReading], float], str, str], ...]
+] = (
+    ("pending", attrgetter("pending"), "{message}", "Messages not delivered yet"),
+    (
+        "in_flight",
+        attrgetter("in_flight"),
+        "{message}",
+        "Pending messages a relay is delivering now",
+    ),
+    ("dead", attrgetter("dead"), "{message}", "Messages waiting for redeliver"),
+    (
+        "oldest_pending_age",
+        _age,
+        "s",
+        "How long the oldest pending message has waited",
+    ),
+)
 
 
 def _attributes(name: str, kind: str, error: str | None) -> Attributes:
