@@ -76,7 +76,7 @@ def gauges(reader: InMemoryMetricReader) -> dict[str, float]:
     for resource in data.resource_metrics:
         for scope in resource.scope_metrics:
             for metric in scope.metrics:
-                for point in metric.data.data_points:  # type: ignore[union-attr]
+                for point in metric.data.data_points:
                     assert point.attributes == {"mediator.outbox": "orders"}
                     found[metric.name] = point.value  # type: ignore[union-attr]
     return found
