@@ -27,6 +27,7 @@ from datetime import datetime
 from typing import Any, Final, Literal, cast
 
 from pydantic import BaseModel
+from pydantic import ValidationError as PayloadError
 
 from mediator._behaviors.idempotency.marker import minted_idempotency_key
 from mediator._core.clock import utc_now
@@ -37,7 +38,7 @@ from mediator._core.context import (
     current_correlation_id,
     current_principal,
 )
-from mediator._core.errors import ConfigurationError, DomainError
+from mediator._core.errors import ConfigurationError, ConflictError, DomainError
 from mediator._core.fields import sensitive_fields
 from mediator._core.requests import Command, Notification, Query, StreamQuery
 from mediator._dispatch.mediator import Mediator
@@ -289,14 +290,16 @@ def is_final(error: BaseException) -> bool:
 
     A domain error (the receiver refused the message) and a configuration
     error (no handler, a type not loaded) are final, as is a payload that no
-    longer fits its class; so is a group of them only. Anything else is
-    transient.
+    longer fits its class; so is a group of them only. A `ConflictError` is
+    not: it says a duplicate of the message is still running (a relay whose
+    lease ran out), or that a concurrent write won, and a later try may
+    succeed. Anything else is transient.
     """
-    from pydantic import ValidationError as PayloadError
-
     if isinstance(error, BaseExceptionGroup):
         group = cast(BaseExceptionGroup[BaseException], error)
         return all(is_final(inner) for inner in group.exceptions)
+    if isinstance(error, ConflictError):
+        return False
     return isinstance(error, DomainError | ConfigurationError | PayloadError)
 
 

@@ -209,6 +209,7 @@ class OutboxRelay:
         self._random = random
         self._database = sync_engine.url.render_as_string(hide_password=True)
         self._stopping = threading.Event()
+        self._wake_sync: Callable[[], None] | None = None
         self._last_stats: OutboxStats | None = None
 
     # --- operating it ----------------------------------------------------------
@@ -219,8 +220,16 @@ class OutboxRelay:
         return self._last_stats
 
     def stop(self) -> None:
-        """Ask `run` or `run_sync` to return after the round in flight."""
+        """Ask `run` or `run_sync` to return after the round in flight.
+
+        Safe from any thread and from a signal handler; a wait between rounds
+        ends at once.
+        """
         self._stopping.set()
+        wake = self._wake_sync
+        if wake is not None:
+            wake()
+        doorbell.ring(self._database)
 
     async def stats(self) -> OutboxStats:
         """Pending, in-flight and dead messages, and the delivery lag, read now."""
@@ -293,8 +302,11 @@ class OutboxRelay:
     async def run(self) -> None:
         """Deliver until `stop` (or cancellation), waiting between empty rounds.
 
-        Cancelled, it stops at once: deliveries in flight are cancelled and
-        their leases run out, so they are delivered again later.
+        A round that fails (the database refused, say) is logged and tried
+        again after `poll_interval`; the relay keeps running. Cancelled, it
+        stops at once: deliveries in flight are cancelled and their leases run
+        out, so they are delivered again later. A `stop` called before `run`
+        began makes it return at once; after it returned, it may run again.
         """
         loop = asyncio.get_running_loop()
         wake = asyncio.Event()
@@ -303,17 +315,21 @@ class OutboxRelay:
             loop.call_soon_threadsafe(wake.set)
 
         stop_listening = doorbell.listen(self._database, ring)
-        self._stopping.clear()
         try:
             while not self._stopping.is_set():
                 wake.clear()
-                claimed = await self.run_once()
-                await self.stats()
+                claimed = 0
+                try:
+                    claimed = await self.run_once()
+                    await self.stats()
+                except Exception:
+                    _log.exception("outbox relay: a round failed; trying again")
                 if claimed < self._batch and not self._stopping.is_set():
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(wake.wait(), self._poll)
         finally:
             stop_listening()
+            self._stopping.clear()
 
     def run_sync(self) -> None:
         """`run` without an event loop (a WSGI worker's thread, a worker process).
@@ -322,17 +338,27 @@ class OutboxRelay:
         """
         self._need_sync("run_sync")
         wake = threading.Event()
-        stop_listening = doorbell.listen(self._database, wake.set)
-        self._stopping.clear()
+
+        def ring() -> None:
+            wake.set()
+
+        self._wake_sync = ring
+        stop_listening = doorbell.listen(self._database, ring)
         try:
             while not self._stopping.is_set():
                 wake.clear()
-                claimed = self.run_once_sync()
-                self.stats_sync()
+                claimed = 0
+                try:
+                    claimed = self.run_once_sync()
+                    self.stats_sync()
+                except Exception:
+                    _log.exception("outbox relay: a round failed; trying again")
                 if claimed < self._batch and not self._stopping.is_set():
                     wake.wait(self._poll)
         finally:
             stop_listening()
+            self._wake_sync = None
+            self._stopping.clear()
 
     async def run_once(self) -> int:
         """One round: claim, deliver and record; the number of messages claimed."""
