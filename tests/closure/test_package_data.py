@@ -12,7 +12,8 @@ from ._workspace import HTTP_RESILIENCE, MEDIATOR, Built
 
 pytestmark = [pytest.mark.closure, pytest.mark.timeout(300)]
 
-# The idempotency store's migrations, applied by the user's migration tool.
+# The idempotency store's and the outbox's migrations, applied by the user's
+# migration tool.
 MEDIATOR_DATA = [
     "mediator/sqlalchemy/migrations/0001_idempotency.postgresql.sql",
     "mediator/sqlalchemy/migrations/0001_idempotency.sqlite.sql",
@@ -28,7 +29,8 @@ def test_the_mediator_wheel_ships_the_sql_migrations(built: Built) -> None:
         names = set(wheel.namelist())
         assert set(MEDIATOR_DATA) <= names
         for name in MEDIATOR_DATA:
-            assert b"CREATE TABLE mediator_idempotency" in wheel.read(name)
+            table = "mediator_outbox" if "outbox" in name else "mediator_idempotency"
+            assert f"CREATE TABLE {table}".encode() in wheel.read(name)
     with tarfile.open(built.sdists[MEDIATOR.distribution]) as sdist:
         in_sdist = {name.partition("/")[2] for name in sdist.getnames()}
     assert {f"src/{name}" for name in MEDIATOR_DATA} <= in_sdist

@@ -212,7 +212,7 @@ def test_the_public_names_are_pinned_and_sorted() -> None:
         "IdempotencyOptions", "IdempotencyStore", "LoggingAuditSink", "Mediator",
         "MediatorConfig",
         "MediatorError", "MediatorModule", "Next", "NotFoundError", "Notification",
-        "NotificationHandler", "Policy", "Principal", "PrincipalProvider", "Query",
+        "NotificationHandler", "Outbox", "Policy", "Principal", "PrincipalProvider", "Query",
         "QueryHandler", "Request", "RequestHandler", "RequestScope",
         "ScopeError", "Sensitive", "Stage", "StoredOutcome", "StreamHandler",
         "StreamNext", "StreamQuery", "SyncNext", "SyncPathError", "SystemClock",

@@ -9,11 +9,23 @@ def test_the_public_names_are_pinned_and_documented() -> None:
     assert otel.__all__ == [
         "DURATION_BUCKETS",
         "TELEMETRY",
+        "OutboxGauges",
+        "OutboxReading",
+        "OutboxSource",
         "RetryReport",
         "TelemetryBehavior",
+        "instrument_outbox",
         "outcome_class",
     ]
-    for name in ["RetryReport", "TelemetryBehavior", "outcome_class"]:
+    for name in [
+        "OutboxGauges",
+        "OutboxReading",
+        "OutboxSource",
+        "RetryReport",
+        "TelemetryBehavior",
+        "instrument_outbox",
+        "outcome_class",
+    ]:
         assert (getattr(otel, name).__doc__ or "").strip(), name
     assert list(otel.DURATION_BUCKETS) == sorted(otel.DURATION_BUCKETS)
 

@@ -262,14 +262,22 @@ def test_the_stores_refuse_a_database_they_do_not_know() -> None:
 
 def test_the_public_names_are_pinned() -> None:
     assert mediator.sqlalchemy.__all__ == [
+        "AsyncHandoff",
         "AsyncSqlAlchemyIdempotencyStore",
         "AsyncSqlAlchemyUnitOfWork",
+        "Handoff",
+        "OutboxMessage",
+        "OutboxRelay",
+        "OutboxStats",
         "SqlAlchemyIdempotencyStore",
         "SqlAlchemyModule",
         "SqlAlchemyUnitOfWork",
         "acreate_idempotency_table",
+        "acreate_outbox_table",
         "create_idempotency_table",
+        "create_outbox_table",
         "idempotency_table",
+        "outbox_table",
         "prepare_postgres",
         "prepare_sqlite",
         "translate_error",
@@ -282,6 +290,7 @@ def test_the_public_names_are_pinned() -> None:
         "mediator.sqlalchemy._idempotency.store",
         "mediator.sqlalchemy._idempotency.store_sync",
         "mediator.sqlalchemy._idempotency.table",
+        "mediator.sqlalchemy._outbox.table",
     ],
 )
 def test_docstring_examples(name: str) -> None:
