@@ -32,7 +32,7 @@ from mediator._dispatch.publish import (
     publish_route,
     sync_publish_route,
 )
-from mediator._dispatch.requirements import NeedsCheck
+from mediator._dispatch.requirements import NeedsCheck, check_outbox_use
 from mediator._dispatch.routes import (
     AsyncRoute,
     BehaviorInfo,
@@ -192,6 +192,7 @@ class RouteCompiler:
                 )
                 continue
             needs.check(kind, applicable)
+            check_outbox_use(info.handler, kind)
             scoped = factory.scoped or any(b.scoped for b in applicable)
             parts = SendParts(info, factory.make, applicable, scoped, factory.instance)
             routes.send[kind] = parts.async_route()

@@ -24,7 +24,7 @@ from collections.abc import Generator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final, Literal, cast
+from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
 from pydantic import BaseModel
 from pydantic import ValidationError as PayloadError
@@ -41,7 +41,9 @@ from mediator._core.context import (
 from mediator._core.errors import ConfigurationError, ConflictError, DomainError
 from mediator._core.fields import sensitive_fields
 from mediator._core.requests import Command, Notification, Query, StreamQuery
-from mediator._dispatch.mediator import Mediator
+
+if TYPE_CHECKING:  # the mediator's module imports this one's importers
+    from mediator._dispatch.mediator import Mediator
 
 __all__ = [
     "MAX_ORDERING_KEY_LENGTH",

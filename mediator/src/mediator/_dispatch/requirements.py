@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, cast
 
+from injector import get_bindings  # pyright: ignore[reportUnknownVariableType]
+
 from mediator._behaviors.authorization import AuthorizationBehavior, requirements_of
 from mediator._behaviors.fallback.behavior import FallbackBehavior
 from mediator._behaviors.idempotency.behavior import IdempotencyBehavior
@@ -28,9 +30,10 @@ from mediator._behaviors.transaction.marker import is_transactional
 from mediator._core.errors import ConfigurationError
 from mediator._core.markers import is_fallback
 from mediator._core.stage import Stage
+from mediator._dispatch.outbox import Outbox
 from mediator._dispatch.routes import BehaviorInfo
 
-__all__ = ["REQUIRES", "BehaviorNeed", "NeedsCheck"]
+__all__ = ["REQUIRES", "BehaviorNeed", "NeedsCheck", "check_outbox_use"]
 
 REQUIRES: Final = "__mediator_requires__"
 """The class attribute where a marker of another package declares its needs."""
@@ -132,6 +135,29 @@ class NeedsCheck:
                     "the mediator's chain applies to it, so the marker would do "
                     f"nothing: {need.install}"
                 )
+
+
+def check_outbox_use(handler: type[Any], request_type: type[Any]) -> None:
+    """Refuse a handler that takes the `Outbox` for a request that is not transactional.
+
+    The outbox writes in the running transaction, so such a handler would
+    fail at its first ``send``; it fails the build instead. A notification
+    handler is not checked: it may run inside a transactional send.
+
+    Raises:
+        ConfigurationError: Naming the handler, the request and the fix.
+    """
+    init: object = getattr(handler, "__init__", None)
+    try:
+        wanted = get_bindings(cast(Callable[..., Any], init)).values()
+    except (TypeError, NameError):  # a signature injector cannot read: its own error
+        return
+    if Outbox in wanted and not is_transactional(request_type):
+        raise ConfigurationError(
+            f"handler {_name(handler)} takes the Outbox, but {_name(request_type)} "
+            "is not @transactional: the outbox records its messages in the "
+            "request's transaction, so mark the request @transactional"
+        )
 
 
 def _as_need(request_type: type[Any], entry: object) -> BehaviorNeed:
