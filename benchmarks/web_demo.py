@@ -5,10 +5,12 @@ for 10 s, each with a 2 s deadline, through the orders service to an inventory
 that fails a tenth of its requests and is down from 3 s to 5.5 s. One run is
 one sample of a noisy machine; this script runs the same scenario `runs`
 times, each in a fresh process with its own SQLite file, and prints per run
-the latency percentiles (p50, p95, p99), how many orders were answered 201,
-503 and 504, and the inventory requests they made; then the spread over the
-runs (lowest, median, highest of each figure). docs/web-services.md prints
-these figures; a run of this script is how to check them.
+the latency percentiles (p50, p95, p99), how many orders were answered 202,
+503 and 504, the inventory requests they made, and the outbox's delivery lag
+(p50 and max, from the 202 to the reservation), redeliveries and dead
+messages; then the spread over the runs (lowest, median, highest of each
+figure). docs/web-services.md prints these figures; a run of this script is
+how to check them.
 
 It also prints the machine's load average before and after: the figures hold
 for a quiet machine, and a load above the number of cores moves them (the
@@ -35,7 +37,19 @@ from pathlib import Path
 from typing import Any
 
 DEMO = Path(__file__).resolve().parents[1] / "samples" / "webapi" / "demo.py"
-FIGURES = ("p50_ms", "p95_ms", "p99_ms", "201", "503", "504", "inventory_requests")
+FIGURES = (
+    "p50_ms",
+    "p95_ms",
+    "p99_ms",
+    "202",
+    "503",
+    "504",
+    "inventory_requests",
+    "lag_p50_ms",
+    "lag_max_ms",
+    "redeliveries",
+    "dead",
+)
 
 
 def run_once(python: str, duration: float, rate: float) -> dict[str, Any]:
@@ -64,11 +78,11 @@ def run_once(python: str, duration: float, rate: float) -> dict[str, Any]:
     statuses: dict[str, int] = figures["statuses"]
     return {
         **figures,
-        **{status: statuses.get(status, 0) for status in ("201", "503", "504")},
+        **{status: statuses.get(status, 0) for status in ("202", "503", "504")},
         "other": sum(
             count
             for status, count in statuses.items()
-            if status not in ("201", "503", "504")
+            if status not in ("202", "503", "504")
         ),
     }
 
@@ -106,7 +120,7 @@ def main() -> None:
     )
     header = (
         f"{'run':>4} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} "
-        f"{'201':>5} {'503':>5} {'504':>5} {'other':>5} {'inventory':>9}"
+        f"{'202':>5} {'503':>5} {'504':>5} {'other':>5} {'inventory':>9}"
     )
     print(header)
     runs: list[dict[str, Any]] = []
@@ -115,14 +129,14 @@ def main() -> None:
         runs.append(figures)
         print(
             f"{number:>4} {figures['p50_ms']:>8.0f} {figures['p95_ms']:>8.0f} "
-            f"{figures['p99_ms']:>8.0f} {figures['201']:>5} {figures['503']:>5} "
+            f"{figures['p99_ms']:>8.0f} {figures['202']:>5} {figures['503']:>5} "
             f"{figures['504']:>5} {figures['other']:>5} "
             f"{figures['inventory_requests']:>9}",
             flush=True,
         )
     print("Spread over the runs (lowest / median / highest):")
     for name in FIGURES:
-        values = [float(figures[name]) for figures in runs]
+        values = [float(figures[name] or 0) for figures in runs]
         print(
             f"   {name:>18}: {min(values):.0f} / {statistics.median(values):.0f} "
             f"/ {max(values):.0f}"

@@ -7,17 +7,26 @@ every request during an outage from 3 s to 5.5 s. After `WARM_UP` orders
 sent one at a time and not counted (a service in production is warm), a
 constant-rate driver places 10 orders a second for `DURATION` seconds, each
 with a 2 s deadline in
-``X-Request-Timeout-Ms`` and an ``Idempotency-Key`` of its own. Then it sends
-`RESENT` of the placed orders again, with their keys, as a client does when
-an answer got lost: the service answers them from its store
-(``Idempotent-Replayed: true``) and reserves nothing more. Beside the
-orders, a shopper reads the stock twice a second (``GET /stock/widget``):
-while the inventory is down, the service answers the level it last saw,
-with ``Degraded: "stock-cache";age=N``; orders never degrade. The demo then
+``X-Request-Timeout-Ms`` and an ``Idempotency-Key`` of its own. An order is
+answered 202 Accepted, ``"reserving"``: the service records it with its
+reservation in the outbox, and the outbox's relay, a task of the service's
+lifespan, reserves the stock at the inventory after the commit. During the
+outage the orders are still accepted; their reservations fail, and the relay
+delivers them again after its backoff (`RELAY`: 0.2 s, doubling, at most
+2 s), printing a line each time, until the inventory is back and they are
+``"reserved"``. The demo watches the outbox (``GET /health/outbox``) twice a
+second, and, after the load, waits (at most `SETTLE_WITHIN`) for it to empty.
+Then it sends `RESENT` of the placed orders again, with their keys, as a
+client does when an answer got lost: the service answers them from its store
+(``Idempotent-Replayed: true``) and records nothing more. Beside the orders,
+a shopper reads the stock twice a second (``GET /stock/widget``): while the
+inventory is down, the service answers the level it last saw, with
+``Degraded: "stock-cache";age=N``; orders never degrade. The demo then
 prints what the users saw (logical requests), what reached the inventory
-(physical attempts), the replays, the breaker's transitions and the latency
-percentiles, and writes a plot of them, ``webapi-demo.png``, into the working
-folder.
+(physical attempts), the replays, the breaker's transitions, the latency
+percentiles, and the outbox: orders reserved, the delivery lag (from the 202
+to ``"reserved"``), the redeliveries and the dead messages; and writes a plot
+of the answers, ``webapi-demo.png``, into the working folder.
 
 After its report the demo prints what runs look like (the ranges measured
 over repeated runs, docs/web-services.md "The web sample"), on a quiet
@@ -47,6 +56,7 @@ from collections import Counter
 from collections.abc import Generator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +71,7 @@ from http_resilience import (
     RetryEvent,
     SystemClock,
 )
-from webapi.app import Settings, create_app
+from webapi.app import RelaySettings, Settings, create_app
 from webapi.inventory import Faults, Stock, create_inventory
 from webapi.plot import plot
 
@@ -78,6 +88,9 @@ BROWSE_DEADLINE_MS = 1000
 RESENT = 5  # placed orders sent again with their Idempotency-Key
 WARM_UP = 10  # orders sent before the run, one at a time, not counted
 PLOT = Path("webapi-demo.png")
+WATCH_EVERY = 0.5  # seconds between two reads of GET /health/outbox
+SETTLE_WITHIN = 20.0  # seconds the demo waits, after the load, for the outbox
+RELAY_LINES = 6  # the relay's log lines printed, of one message's
 
 # The inventory client: the standard pipeline, with a breaker that decides
 # within the demo's seconds (the defaults wait for 100 calls in 30 s).
@@ -88,6 +101,20 @@ INVENTORY = HttpResilienceOptions(
     minimum_throughput=10,
     sampling_duration="2s",
     break_duration="1s",
+)
+
+# The outbox's relay, set for a demo of seconds: a failed reservation is
+# delivered again after 0.2 s, then 0.4, 0.8, 1.6 and 2 s (jittered down to
+# half), so the 2.5 s outage costs a message about five redeliveries and its
+# last one falls within 2 s of the inventory's return. Ten deliveries span
+# about 12 s: longer than the outage, so none goes dead here. The relay's
+# own defaults (1 s, doubling, at most 10 minutes; ten deliveries) span
+# about 17 minutes: a service in production rides out a longer outage.
+RELAY = RelaySettings(
+    base_delay=timedelta(milliseconds=200),
+    max_delay=timedelta(seconds=2),
+    max_attempts=10,
+    poll_interval=timedelta(milliseconds=500),
 )
 
 
@@ -114,9 +141,28 @@ class Record:
         default_factory=list[tuple[float, int, str | None]]
     )
     """(sent at, status, its Degraded header or None) of each stock read."""
+    placed: list[int] = field(default_factory=list[int])
+    """The index of each order answered 202."""
+    outbox: list[tuple[float, int, int, float | None]] = field(
+        default_factory=list[tuple[float, int, int, float | None]]
+    )
+    """(read at, pending, dead, oldest pending age in s) of each outbox read."""
+    relay_lines: list[tuple[float, str]] = field(
+        default_factory=list[tuple[float, str]]
+    )
+    """(at, message) of each line the relay logged."""
+    states: Counter[str] = field(default_factory=Counter[str])
+    """The placed orders by state, read after the outbox emptied."""
+    lags: list[float] = field(default_factory=list[float])
+    """Seconds from each reserved order's 202 to its reservation."""
+    settled_in: float | None = None
+    """Seconds after the load the outbox took to empty; None: it did not."""
 
     def at(self) -> float:
         return CLOCK.monotonic() - self.started
+
+    def redeliveries(self) -> int:
+        return sum(" failed (attempt " in line for _, line in self.relay_lines)
 
     def __call__(self, event: HttpEvent) -> None:
         """The inventory client's listener (called on the orders service's loop)."""
@@ -126,6 +172,17 @@ class Record:
             self.retries += 1
         elif isinstance(event, RejectionEvent):
             self.refused[event.reason] += 1
+
+
+class RelayLines(logging.Handler):
+    """The relay's log lines (``mediator.outbox``), kept for the report."""
+
+    def __init__(self, record: Record) -> None:
+        super().__init__(logging.INFO)
+        self.record = record
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.record.relay_lines.append((self.record.at(), record.getMessage()))
 
 
 @contextmanager
@@ -160,19 +217,23 @@ def serving(app: Any, name: str) -> Generator[str]:
 async def place_orders(url: str, record: Record, stock: Stock) -> None:
     """`RATE` orders a second for `DURATION` s, on schedule whatever the answers.
 
-    Then `RESENT` of the placed ones again, with the same key and body.
+    Then the wait for the outbox to empty, and `RESENT` of the placed ones
+    again, with the same key and body; then each placed order's state.
     """
-    placed: list[int] = []
-    async with httpx.AsyncClient(base_url=url, timeout=CLIENT_TIMEOUT) as client:
+    placed = record.placed
+    async with httpx.AsyncClient(
+        base_url=url,
+        timeout=CLIENT_TIMEOUT,
+        # The sample's stand-in authentication (webapi.auth): the token is
+        # the caller's id. A real client sends its token.
+        headers={"Authorization": "Bearer demo-client"},
+    ) as client:
 
         async def send(index: int) -> httpx.Response:
             return await client.post(
                 "/orders",
                 json={"order_id": f"o-{index}", "sku": "widget", "quantity": 1},
                 headers={
-                    # The sample's stand-in authentication (webapi.auth): the
-                    # token is the caller's id. A real client sends its token.
-                    "Authorization": "Bearer demo-client",
                     "X-Request-Timeout-Ms": str(DEADLINE_MS),
                     "X-Correlation-ID": f"order-{index}",
                     # One key per order, kept for every time it is sent.
@@ -190,7 +251,7 @@ async def place_orders(url: str, record: Record, stock: Stock) -> None:
                 record.orders.append((sent, record.at() - sent, NO_ANSWER))
                 return
             record.orders.append((sent, record.at() - sent, answer.status_code))
-            if answer.status_code == 201:
+            if answer.status_code == 202:
                 placed.append(index)
 
         async def browse() -> None:
@@ -213,6 +274,27 @@ async def place_orders(url: str, record: Record, stock: Stock) -> None:
                 said = answer.headers.get("Degraded")
                 record.reads.append((sent, answer.status_code, said))
 
+        done = asyncio.Event()
+
+        async def watch() -> None:
+            # The operator's view of the outbox, twice a second, until the
+            # load is over and the outbox empty (or SETTLE_WITHIN passed).
+            while True:
+                answer = await client.get("/health/outbox")
+                figures = answer.json()
+                record.outbox.append(
+                    (
+                        record.at(),
+                        figures["pending"],
+                        figures["dead"],
+                        figures["oldest_pending_age_seconds"],
+                    )
+                )
+                if done.is_set() and figures["pending"] == 0:
+                    return
+                await CLOCK.sleep(WATCH_EVERY)
+
+        watcher = asyncio.create_task(watch())
         tasks: list[asyncio.Task[None]] = [asyncio.create_task(browse())]
         for index in range(round(RATE * DURATION)):
             due = index / RATE
@@ -220,6 +302,13 @@ async def place_orders(url: str, record: Record, stock: Stock) -> None:
                 await CLOCK.sleep(due - record.at())
             tasks.append(asyncio.create_task(one(index)))
         await asyncio.gather(*tasks)
+        done.set()
+        ended = record.at()
+        try:
+            await asyncio.wait_for(watcher, SETTLE_WITHIN)
+            record.settled_in = record.at() - ended
+        except TimeoutError:
+            pass  # reported: the orders still reserving are counted below
 
         before = stock.requests
         for index in sorted(placed)[:RESENT]:
@@ -227,6 +316,14 @@ async def place_orders(url: str, record: Record, stock: Stock) -> None:
             record.resent += 1
             record.replayed += again.headers.get("Idempotent-Replayed") == "true"
         record.resent_attempts = stock.requests - before
+
+        for index in placed:
+            order = (await client.get(f"/orders/o-{index}")).json()
+            record.states[order["state"]] += 1
+            if order["state"] == "reserved":
+                settled = datetime.fromisoformat(order["settled_at"])
+                accepted = datetime.fromisoformat(order["placed_at"])
+                record.lags.append((settled - accepted).total_seconds())
 
 
 async def warm_up(url: str) -> None:
@@ -238,6 +335,7 @@ async def warm_up(url: str) -> None:
     """
     async with httpx.AsyncClient(base_url=url, timeout=CLIENT_TIMEOUT) as client:
         await client.get("/stock/widget")
+        await client.get("/health/outbox")
         for index in range(WARM_UP):
             await client.post(
                 "/orders",
@@ -283,7 +381,7 @@ def report(record: Record, stock: Stock) -> None:
     )
     print(
         "   an order never degrades: those sent while the inventory was down "
-        "are the 503s above"
+        "were accepted, and reserved once it was back"
     )
     changes = ", ".join(f"{state} at {at:.1f} s" for at, state in record.transitions)
     print(f"Breaker: {changes or 'stayed closed'}")
@@ -292,11 +390,54 @@ def report(record: Record, stock: Stock) -> None:
         f"Latency: p50 {percentile(took, 0.5):.0f} ms, "
         f"p95 {percentile(took, 0.95):.0f} ms, p99 {percentile(took, 0.99):.0f} ms"
     )
+    report_outbox(record)
+
+
+def report_outbox(record: Record) -> None:
+    """The relay's part: its lines, the lag, the redeliveries, what is left."""
+    lines = record.relay_lines
+    print(f"Relay (outbox) log: {len(lines)} lines", end="")
+    if lines:
+        # One message's redeliveries, the waits between them doubling.
+        first = lines[0][1].split()[2]
+        own = [(at, line) for at, line in lines if line.split()[2] == first]
+        print(f"; those of the first message that failed ({len(own)}):")
+        for at, line in own[:RELAY_LINES]:
+            print(f"   {at:4.1f} s  {line}")
+    else:
+        print()
+    ages = [age for _, _, _, age in record.outbox if age is not None]
+    most = max((pending for _, pending, _, _ in record.outbox), default=0)
+    print(
+        f"Outbox, read every {WATCH_EVERY:g} s: at most {most} pending, the "
+        f"oldest waiting at most {max(ages, default=0.0):.1f} s"
+        + (
+            f"; empty {record.settled_in:.1f} s after the load"
+            if record.settled_in is not None
+            else f"; not empty {SETTLE_WITHIN:g} s after the load"
+        )
+    )
+    dead = record.outbox[-1][2] if record.outbox else 0
+    lag = [seconds * 1000 for seconds in record.lags]
+    print(
+        f"Summary: {len(record.placed)} orders placed (202), "
+        f"{record.states['reserved']} reserved, "
+        f"{record.states['rejected']} rejected, "
+        f"{record.states['reserving']} still reserving; "
+        + (
+            f"lag from 202 to reserved p50 {percentile(lag, 0.5):.0f} ms, "
+            f"max {max(lag):.0f} ms; "
+            if lag
+            else ""
+        )
+        + f"{record.redeliveries()} redeliveries, {dead} dead"
+    )
 
 
 def summary(record: Record, stock: Stock) -> dict[str, object]:
     """The run's figures, for `WEBAPI_SUMMARY` (benchmarks/web_demo.py)."""
     took = [seconds * 1000 for _, seconds, _ in record.orders]
+    lag = [seconds * 1000 for seconds in record.lags]
     return {
         "duration": DURATION,
         "statuses": dict(Counter(str(status) for _, _, status in record.orders)),
@@ -311,18 +452,26 @@ def summary(record: Record, stock: Stock) -> dict[str, object]:
         "stock_reads_degraded": sum(
             status == 200 and bool(said) for _, status, said in record.reads
         ),
+        "placed": len(record.placed),
+        "reserved": record.states["reserved"],
+        "lag_p50_ms": percentile(lag, 0.5) if lag else None,
+        "lag_max_ms": max(lag) if lag else None,
+        "redeliveries": record.redeliveries(),
+        "dead": record.outbox[-1][2] if record.outbox else 0,
     }
 
 
 HEALTHY = """\
-What a run of 10 s at 10 orders a second looks like on a quiet 2-core machine
-(5 runs; docs/web-services.md, "The web sample"):
-   201: 81-89 of 100; 503: 9-19 (sent while the inventory was down); 504: 0-3
-   p50 45-50 ms, p95 1.6-1.9 s, p99 2.0-2.4 s
-With both cores taken by other work the service runs out of CPU (25-40 ms an
-order, in the one process that also runs the inventory and this driver): the
-p50 becomes a queue of about 1.4-1.8 s and 504s rise to 7-9; so does 20 orders
-a second on a quiet machine (WEBAPI_RATE=20: p50 0.9-1.5 s)."""
+What runs of 10 s at 10 orders a second looked like on a 2-core machine
+shared with other work (load average 7-8; docs/web-services.md, "The web
+sample"; python benchmarks/web_demo.py --runs 3):
+   202: 100 of 100 (the outage never reaches the caller); 503: 0; 504: 0
+   p50 67-76 ms, p95 0.21-0.26 s, p99 0.30-0.32 s
+   outbox: lag p50 about 120 ms, max 3.4-3.9 s (the orders of the outage);
+   about 70 redeliveries; 0 dead
+One run of three ran out of CPU (the service, the inventory and this driver
+share one process): p50 1.7 s, 8 answers 504 at their 2 s deadline, lag
+p50 4.2 s. A quiet machine does better than the first line."""
 """What runs of the full 10 s showed, printed after the report."""
 
 
@@ -332,6 +481,12 @@ def main() -> None:
     logging.getLogger("http_resilience").setLevel(logging.ERROR)
     logging.getLogger("mediator_resilience").setLevel(logging.ERROR)
     record = Record(started=CLOCK.monotonic())
+    # The relay's lines (one per failed delivery) go into the report, not
+    # onto stderr.
+    relay_log = logging.getLogger("mediator.outbox")
+    relay_log.addHandler(RelayLines(record))
+    relay_log.setLevel(logging.INFO)
+    relay_log.propagate = False
     stock = Stock(levels={"widget": 10_000})
     faults = Faults(ratio=0.1, outage=OUTAGE, now=record.at)
     with tempfile.TemporaryDirectory() as folder:
@@ -344,12 +499,14 @@ def main() -> None:
                 database_url=database,
                 inventory=INVENTORY,
                 listeners=[record],
+                relay=RELAY,
             )
             with serving(create_app(settings), "orders") as orders:
                 print("The orders and inventory services are up on 127.0.0.1.")
                 asyncio.run(warm_up(orders))
                 # The run starts now: the warm-up's requests are not its own.
                 stock.requests, stock.arrivals[:] = 0, []
+                record.relay_lines.clear()
                 record.started = CLOCK.monotonic()
                 asyncio.run(place_orders(orders, record, stock))
     print("Both services are stopped.")

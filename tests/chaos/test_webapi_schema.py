@@ -1,7 +1,8 @@
 """The web sample against its own OpenAPI: a bounded Schemathesis run.
 
 The orders service (samples/webapi) runs under uvicorn on 127.0.0.1, its
-inventory stubbed in process as the sample's own tests stub it. Its OpenAPI,
+inventory stubbed in process as the sample's own tests stub it, and its
+outbox relay running in the lifespan as it does in production. Its OpenAPI,
 read from the server, declares the ``Idempotency-Key`` a POST needs and the
 problem+json answers the middlewares give; every operation then gets 25
 generated requests (derandomized, so a run is repeatable), each held to the
@@ -96,6 +97,7 @@ def test_every_operation_holds_to_the_schema(orders: str) -> None:
         assert isinstance(result, Ok), result
         operations.append(result.ok())
     assert sorted(f"{op.method.upper()} {op.path}" for op in operations) == [
+        "GET /health/outbox",
         "GET /orders/{order_id}",
         "GET /stock/{sku}",
         "POST /orders",
@@ -119,6 +121,7 @@ def test_every_operation_holds_to_the_schema(orders: str) -> None:
 
         holds()
     # The run reached the handlers and the middlewares' answers alike.
-    assert 201 in seen["POST /orders"]
-    assert seen["POST /orders"] - {201}
+    assert 202 in seen["POST /orders"]
+    assert seen["POST /orders"] - {202}
     assert 404 in seen["GET /orders/{order_id}"]
+    assert seen["GET /health/outbox"] == {200}

@@ -7,9 +7,12 @@ The recipe (docs/web-services.md, "FastAPI: the recipe"), in order:
   database's unit of work, the mediator's retry, the named HTTP clients),
   the mediator itself, the idempotency store and the health routes. A wiring
   mistake fails here, before the server takes a request;
-- the lifespan only creates the tables (a service in production migrates
-  them instead: see ``mediator/src/mediator/sqlalchemy/migrations``) and,
-  when the application stops, closes the HTTP clients and the engine;
+- the lifespan creates the tables (a service in production migrates them
+  instead: see ``mediator/src/mediator/sqlalchemy/migrations``), starts the
+  outbox's relay (`OutboxRelay`, as an asyncio task: `webapi.relay`) that
+  delivers each order's `ReserveStock` after its commit, and, when the
+  application stops, stops the relay (within a bound), then closes the HTTP
+  clients and the engine;
 - `mediator_of`, a FastAPI dependency, hands each endpoint the mediator;
 - FastAPI's own 422 for a body it cannot read (`RequestValidationError`) is
   raised on as the mediator's `ValidationError`, so that every 422 has one
@@ -25,7 +28,12 @@ The recipe (docs/web-services.md, "FastAPI: the recipe"), in order:
   ``Idempotent-Replayed: true``), and turn what escapes a handler into the
   answer it means: a domain error, or an outage of the inventory; an answer
   given degraded (the stock route's, while the inventory is down) says so in
-  its ``Degraded`` header.
+  its ``Degraded`` header;
+- ``POST /orders`` answers 202 Accepted with the order ``"reserving"`` and
+  its ``Location``; ``GET /orders/{order_id}`` answers its state as the
+  relay settles it (``"reserved"`` or ``"rejected"``); ``GET
+  /health/outbox`` is the operator's view of the relay: messages pending and
+  dead and the delivery lag, counts only, never a message's content.
 """
 
 from __future__ import annotations
@@ -33,12 +41,14 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Annotated, Any, Final, NoReturn
 
 import httpx
-from fastapi import Depends, FastAPI, Path, Request
+from fastapi import Depends, FastAPI, Path, Request, Response
 from fastapi.exceptions import RequestValidationError
 from injector import Injector
+from pydantic import BaseModel
 from sqlalchemy.ext.asyncio import create_async_engine
 from starlette.routing import Route
 
@@ -58,6 +68,7 @@ from mediator import (
     Mediator,
     MediatorModule,
     ValidationError,
+    WallClock,
     current_correlation_id,
 )
 from mediator.asgi import (
@@ -68,8 +79,11 @@ from mediator.asgi import (
 from mediator.otel import TelemetryBehavior
 from mediator.sqlalchemy import (
     AsyncSqlAlchemyIdempotencyStore,
+    OutboxRelay,
+    OutboxStats,
     SqlAlchemyModule,
     acreate_idempotency_table,
+    acreate_outbox_table,
 )
 from mediator_resilience import ResilienceMediatorModule
 from webapi.auth import CHALLENGE, demo_principal
@@ -85,6 +99,39 @@ from webapi.domain import (
     Stock,
     StockView,
 )
+from webapi.relay import STOP_WITHIN, RelayTask
+
+
+@dataclass(frozen=True)
+class RelaySettings:
+    """How the outbox's relay delivers the orders' reservations.
+
+    The defaults are `OutboxRelay`'s own but for the poll (a commit in this
+    process wakes the relay anyway; the poll only finds what another process
+    recorded).
+
+    Attributes:
+        base_delay: The wait before a failed delivery's second attempt,
+            doubled each attempt after (jittered).
+        max_delay: The longest wait between attempts.
+        max_attempts: Deliveries before a message is dead (held for an
+            operator's ``redeliver``).
+        poll_interval: The wait between rounds that found nothing due.
+        in_process: Whether the app's lifespan runs the relay (`RelayTask`).
+            False leaves it to the caller: a test drives
+            ``app.state.relay.run_once()``, a worker process runs it.
+        clock: The relay's wall clock; None for the system's (a test's
+            fake one makes a backoff pass without waiting).
+        stop_within: Seconds the shutdown waits for the round in flight.
+    """
+
+    base_delay: timedelta = timedelta(seconds=1)
+    max_delay: timedelta = timedelta(minutes=10)
+    max_attempts: int = 10
+    poll_interval: timedelta = timedelta(seconds=1)
+    in_process: bool = True
+    clock: WallClock | None = None
+    stop_within: float = STOP_WITHIN
 
 
 @dataclass(frozen=True)
@@ -99,6 +146,7 @@ class Settings:
         listeners: Called with every event of the HTTP clients.
         inventory_transport: The transport under the inventory client's
             pipeline; None for the network (tests pass an in-process one).
+        relay: How the outbox's relay delivers.
     """
 
     inventory_url: str
@@ -106,6 +154,7 @@ class Settings:
     inventory: HttpResilienceOptions = field(default_factory=HttpResilienceOptions)
     listeners: Sequence[HttpEventListener] = ()
     inventory_transport: httpx.AsyncBaseTransport | None = None
+    relay: RelaySettings = field(default_factory=RelaySettings)
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -147,40 +196,73 @@ def create_app(settings: Settings) -> FastAPI:
     # The idempotency records: the mediator's (@idempotent commands) and the
     # HTTP answers IdempotencyKeyMiddleware keeps, in one table.
     store = AsyncSqlAlchemyIdempotencyStore(engine)
+    # The outbox's relay, on the same engine and mediator: it delivers each
+    # order's ReserveStock after the order's commit.
+    relay = OutboxRelay(
+        mediator,
+        engine,
+        base_delay=settings.relay.base_delay,
+        max_delay=settings.relay.max_delay,
+        max_attempts=settings.relay.max_attempts,
+        poll_interval=settings.relay.poll_interval,
+        clock=settings.relay.clock,
+    )
+    running = RelayTask(relay)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncGenerator[None]:
         # A demo creates its tables; a service in production migrates them
-        # before it starts (the idempotency table's migrations ship with
-        # mediator.sqlalchemy) and leaves these two lines out.
+        # before it starts (the idempotency and outbox tables' migrations
+        # ship with mediator.sqlalchemy) and leaves these lines out.
         async with engine.begin() as connection:
             await connection.run_sync(Base.metadata.create_all)
         await acreate_idempotency_table(engine)
+        await acreate_outbox_table(engine)
+        if settings.relay.in_process:
+            running.start()
         try:
             yield
         finally:
+            # The relay first: its deliveries use the clients and the engine.
+            await running.stop(settings.relay.stop_within)
             await clients.aclose()
             await engine.dispose()
 
     app = FastAPI(title="orders", lifespan=lifespan)
     app.state.mediator = mediator
+    app.state.relay = relay
+    app.state.relay_task = running
     # Up while the process serves, whatever its dependencies do.
     app.router.routes.append(Route("/health/live", liveness()))
     # Ready while no dependency refuses calls (an open or isolated breaker).
     app.router.routes.append(Route("/health/ready", readiness(clients)))
 
+    # The operator's view of the outbox: counts and the lag, never a
+    # message's content (a payload, a principal, an error). What the running
+    # relay read after its last round; read now when no relay runs here.
+    @app.get("/health/outbox", responses=ANSWERS)
+    async def outbox_health() -> OutboxHealth:
+        stats = relay.last_stats if running.running else None
+        return OutboxHealth.of(stats or await relay.stats())
+
     # The OpenAPI says what the middlewares answer too (the key the route
     # needs, their problem+json), so schema-driven tools hold it to that.
+    # Accepted: the order is recorded, its reservation follows (the relay
+    # delivers it); GET its Location for its state.
     @app.post(
         "/orders",
-        status_code=201,
-        responses=KEYED_ANSWERS,
+        status_code=202,
+        responses={**KEYED_ANSWERS, 202: {"headers": LOCATION}},
         openapi_extra={"parameters": [IDEMPOTENCY_KEY]},
     )
-    async def place_order(order: PlaceOrder, mediator: MediatorOf) -> OrderView:
-        return await mediator.send(order)
+    async def place_order(
+        order: PlaceOrder, mediator: MediatorOf, response: Response
+    ) -> OrderView:
+        placed = await mediator.send(order)
+        response.headers["Location"] = f"/orders/{placed.order_id}"
+        return placed
 
-    @app.get("/orders/{order_id}", responses=ANSWERS)
+    @app.get("/orders/{order_id}", responses=CALLERS_ANSWERS)
     async def get_order(order_id: str, mediator: MediatorOf) -> OrderView:
         return await mediator.send(Order(order_id=order_id))
 
@@ -218,6 +300,30 @@ def create_app(settings: Settings) -> FastAPI:
     app.add_middleware(ResilienceContextMiddleware)
     app.add_middleware(RequestContextMiddleware, principal=demo_principal)
     return app
+
+
+class OutboxHealth(BaseModel):
+    """The outbox's relay at one moment, as ``GET /health/outbox`` answers it."""
+
+    pending: int
+    """Messages not delivered yet, those in flight included."""
+    in_flight: int
+    dead: int
+    """Messages held for an operator (``OutboxRelay.redeliver``)."""
+    oldest_pending_age_seconds: float | None
+    """The delivery lag: how long the oldest pending message has waited."""
+    read_at: datetime
+
+    @classmethod
+    def of(cls, stats: OutboxStats) -> OutboxHealth:
+        age = stats.oldest_pending_age
+        return cls(
+            pending=stats.pending,
+            in_flight=stats.in_flight,
+            dead=stats.dead,
+            oldest_pending_age_seconds=None if age is None else age.total_seconds(),
+            read_at=stats.read_at,
+        )
 
 
 _PROBLEM_SCHEMA: Final[dict[str, Any]] = {
@@ -270,6 +376,23 @@ ANSWERS: Final[dict[int | str, dict[str, Any]]] = {
     504: _problem("The request's deadline passed."),
 }
 """The answers any route of the service may give, besides its own."""
+
+CALLERS_ANSWERS: Final[dict[int | str, dict[str, Any]]] = {
+    **ANSWERS,
+    401: _problem(
+        "No caller: an order is read by the caller that placed it.",
+        **{"WWW-Authenticate": {"schema": {"type": "string"}}},
+    ),
+    404: _problem("No such order of this caller's (DomainErrorMiddleware)."),
+}
+"""The answers of a route that reads what a caller owns."""
+
+LOCATION: Final[dict[str, Any]] = {
+    "Location": {
+        "description": "The order's own route: GET it for its state.",
+        "schema": {"type": "string"},
+    }
+}
 
 KEYED_ANSWERS: Final[dict[int | str, dict[str, Any]]] = {
     **ANSWERS,

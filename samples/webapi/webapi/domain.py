@@ -1,33 +1,45 @@
-"""The orders domain: one table, one command, two queries and their handlers.
+"""The orders domain: one table, two commands, two queries and their handlers.
 
-`PlaceOrder` reserves the stock at the inventory service (an HTTP call, through
-a resilient client, with an ``Idempotency-Key`` so that its retries never
-reserve twice) and then stores the order. It is `@retryable`: a transient
-database failure runs it again, and the same key keeps the reservation
-single. It is `@idempotent` with the key of the request context (the
-``Idempotency-Key`` the caller sent with ``POST /orders``): the order sent
-again under that key is answered with its first outcome, and the
-inventory's key is derived from it (`derive_idempotency_key`), so every run
-of the handler under one caller's key reserves under one inventory key.
+Placing an order is two steps, joined by the outbox (seed 003, section 5.4:
+the order and the inventory's reservation cannot commit atomically, so the
+order commits with the intent to reserve, and the reservation follows):
 
-`PlaceOrderHandler` reads, calls, then writes, and holds no transaction
+- `PlaceOrder` stores the order, in state ``"reserving"``, and records a
+  `ReserveStock` for it in the outbox (`Outbox.send`, ordered by the order
+  id), both in its one transaction: they commit together or not at all. It
+  calls nothing: the answer (202 Accepted) is the database's alone, and an
+  inventory outage never reaches the caller. It is `@retryable` (a transient
+  database failure runs it again) and `@idempotent` with the key of the
+  request context (the ``Idempotency-Key`` the caller sent with ``POST
+  /orders``): the order sent again under that key is answered with its first
+  outcome, and records no second message.
+- `ReserveStock`, delivered by the outbox's relay (`webapi.relay`) after the
+  commit, at least once, under its message id as the idempotency key. Its
+  handler reserves the stock at the inventory (an HTTP call through the
+  resilient client, under ``derive_idempotency_key("reserve-stock")``: the
+  same inventory key for every delivery of one message, so a redelivery
+  reserves once) and then sets the order ``"reserved"``, or ``"rejected"``
+  when the inventory has not enough stock: a final answer, recorded, and the
+  message delivered; never retried. An outage (the client gave up, or its
+  breaker refuses) raises: the relay tries the message again after its
+  backoff, up to its budget, then holds it dead for an operator.
+
+`ReserveStockHandler` reads, calls, then writes, and holds no transaction
 across the call. The unit of work begins the database transaction at the
 first write, so the read before the call takes no lock, and the write after
-it (``session.add``, flushed when the unit of work commits) holds SQLite's
-single write lock only while it commits. A flush before the call would begin
-the transaction there and hold it, with the write lock, for as long as the
-inventory takes to answer: concurrent orders would queue behind each other.
-A database transaction cannot take in another service's effect anyway (seed
-003, section 5.4: the order and the reservation cannot commit atomically),
-so it gains nothing by being open during the call. One effect per key is the
-idempotency record's work, not the transaction's: a rerun of the send under
-the caller's key (the retry, the caller's own resend) asks the inventory
-under the same derived key, which reserves once; a resend after the outcome
-was recorded is answered from the record without running the handler; and
-the order row, its primary key the order id, is written once.
+it (the order's state, flushed when the unit of work commits) holds SQLite's
+single write lock only while it commits. One effect per message is the
+idempotency record's work: a delivery after the outcome was recorded is
+answered from the record without running the handler, and one whose
+handler ran but whose commit failed asks the inventory again under the same
+derived key, which reserves once.
 
-`Stock`, the browsing route's query, may degrade and `PlaceOrder` may not
-(seed 003, section 4.4: cached stock is fine for browsing, never for a
+An order is its caller's: it keeps the principal that placed it, and `Order`
+answers it to that principal only (another caller gets the 404 of an order
+that does not exist; one with no principal, 401).
+
+`Stock`, the browsing route's query, may degrade and the reservation may
+not (seed 003, section 4.4: cached stock is fine for browsing, never for a
 reservation). `Stock` asks the inventory for a sku's level; it is
 `@retryable`, and `@fallback(LastKnownStock)`: once its retries gave up (the
 inventory is down, or its client's breaker refuses), the level last seen is
@@ -35,23 +47,22 @@ the answer, marked degraded with its source and how old it is (`degraded`),
 which `DomainErrorMiddleware` puts in the answer's ``Degraded`` header. A sku
 the inventory says does not exist (404) is `NotFoundError`: an answer, never
 replaced. A sku never seen before the outage has no fallback: the outage
-reaches the caller (503). `PlaceOrder` is a command: its failure is a 503,
-whatever the cache holds.
+reaches the caller (503).
 
-The existence check before the call is not a lock: two requests for one new
+The existence check in `PlaceOrder` is not a lock: two requests for one new
 order id, each under its own key, can both pass it; the second then fails at
-its write on the primary key (`ConflictError`, 409), after its reservation.
-Undoing that reservation is a business operation of its own (a release
-command), not a rollback; the sample leaves it out.
+its write on the primary key (`ConflictError`, 409), and its message rolls
+back with it: nothing is reserved for it.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
+from typing import Final, Literal
 
 from injector import inject, singleton
 from pydantic import BaseModel, Field
-from sqlalchemy import Integer, String
+from sqlalchemy import DateTime, Integer, String
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -61,10 +72,13 @@ from mediator import (
     Command,
     CommandHandler,
     FallbackHandler,
+    ForbiddenError,
     NotFoundError,
+    Outbox,
     Query,
     QueryHandler,
     SystemWallClock,
+    current_principal,
     degraded,
     derive_idempotency_key,
     fallback,
@@ -76,6 +90,27 @@ from mediator_resilience import retryable
 INVENTORY = "inventory"
 """The name of the inventory's client in the `HttpClientFactory`."""
 
+OrderState = Literal["reserving", "reserved", "rejected"]
+"""Where an order is: waiting for its reservation, or settled either way."""
+
+RESERVING: Final = "reserving"
+RESERVED: Final = "reserved"
+REJECTED: Final = "rejected"
+_STATES: Final[dict[str, OrderState]] = {
+    RESERVING: RESERVING,
+    RESERVED: RESERVED,
+    REJECTED: REJECTED,
+}
+
+
+def _utc(moment: datetime) -> datetime:
+    """`moment` in UTC: SQLite gives back the UTC it was given, without a zone."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+ORDER_ID_PATTERN = r"^[A-Za-z0-9-]+$"
+ORDER_ID_LENGTH = 64
+
 
 class Base(DeclarativeBase):
     pass
@@ -84,9 +119,27 @@ class Base(DeclarativeBase):
 class OrderRow(Base):
     __tablename__ = "orders"
 
-    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    id: Mapped[str] = mapped_column(String(ORDER_ID_LENGTH), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(64))
+    """The id of the principal that placed it: the one who may read it."""
     sku: Mapped[str] = mapped_column(String(32))
     quantity: Mapped[int] = mapped_column(Integer)
+    state: Mapped[str] = mapped_column(String(16))
+    placed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    settled_at: Mapped[datetime | None] = mapped_column(
+        DateTime(timezone=True), nullable=True
+    )
+    """When it was reserved or rejected; None while it is reserving."""
+
+    def view(self) -> OrderView:
+        return OrderView(
+            order_id=self.id,
+            sku=self.sku,
+            quantity=self.quantity,
+            state=_STATES[self.state],
+            placed_at=_utc(self.placed_at),
+            settled_at=None if self.settled_at is None else _utc(self.settled_at),
+        )
 
 
 class OrderView(BaseModel):
@@ -95,10 +148,26 @@ class OrderView(BaseModel):
     order_id: str
     sku: str
     quantity: int
+    state: OrderState
+    placed_at: datetime
+    settled_at: datetime | None = None
+
+
+CLOCK: Final = SystemWallClock()
+"""When orders are placed and settled."""
+
+
+def _owner() -> str:
+    """The caller's id, the owner of what it places; ForbiddenError without one."""
+    principal = current_principal()
+    if principal is None:
+        # The middleware answers 401 when the request has no principal at all.
+        raise ForbiddenError("an order is its caller's: this request names none")
+    return principal.id
 
 
 class Order(Query[OrderView]):
-    """The order `order_id`, or `NotFoundError`."""
+    """The caller's order `order_id`, or `NotFoundError`."""
 
     order_id: str
 
@@ -107,43 +176,95 @@ class Order(Query[OrderView]):
 @retryable
 @transactional
 class PlaceOrder(Command[OrderView]):
-    """Reserve `quantity` of `sku` and record the order under `order_id`."""
+    """Record the order under `order_id`, and its reservation in the outbox."""
 
-    order_id: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9-]+$")
+    order_id: str = Field(
+        min_length=1, max_length=ORDER_ID_LENGTH, pattern=ORDER_ID_PATTERN
+    )
     sku: str = Field(min_length=1, max_length=32)
     quantity: int = Field(gt=0, le=100)
 
 
 class PlaceOrderHandler(CommandHandler[PlaceOrder, OrderView]):
     @inject
+    def __init__(self, session: AsyncSession, outbox: Outbox) -> None:
+        self.session = session
+        self.outbox = outbox
+
+    async def handle(self, request: PlaceOrder) -> OrderView:
+        owner = _owner()
+        if await self.session.get(OrderRow, request.order_id) is not None:
+            raise BusinessRuleError(f"order {request.order_id} exists already")
+        row = OrderRow(
+            id=request.order_id,
+            owner=owner,
+            sku=request.sku,
+            quantity=request.quantity,
+            state=RESERVING,
+            placed_at=CLOCK.now(),
+            settled_at=None,
+        )
+        self.session.add(row)
+        # In this transaction: it commits with the order, or rolls back with
+        # it. The relay sends it after the commit; one order's messages in
+        # the order recorded.
+        self.outbox.send(
+            ReserveStock(
+                order_id=request.order_id, sku=request.sku, quantity=request.quantity
+            ),
+            ordering_key=request.order_id,
+        )
+        return row.view()
+
+
+@idempotent
+@transactional
+class ReserveStock(Command[OrderView]):
+    """Reserve the order's stock at the inventory, then settle the order.
+
+    Delivered by the outbox's relay; its idempotency key is the message id.
+    """
+
+    order_id: str = Field(
+        min_length=1, max_length=ORDER_ID_LENGTH, pattern=ORDER_ID_PATTERN
+    )
+    sku: str = Field(min_length=1, max_length=32)
+    quantity: int = Field(gt=0, le=100)
+
+
+class ReserveStockHandler(CommandHandler[ReserveStock, OrderView]):
+    @inject
     def __init__(self, session: AsyncSession, clients: HttpClientFactory) -> None:
         self.session = session
         self.inventory = clients.async_client(INVENTORY)
 
-    async def handle(self, request: PlaceOrder) -> OrderView:
+    async def handle(self, request: ReserveStock) -> OrderView:
         # A read: no transaction begins, no lock is taken.
-        if await self.session.get(OrderRow, request.order_id) is not None:
-            raise BusinessRuleError(f"order {request.order_id} exists already")
-        # The same for every run of this send under the caller's key; the
-        # order id stands in when the handler runs outside an idempotent send.
+        row = await self.session.get(OrderRow, request.order_id)
+        if row is None:
+            # Final: the relay holds the message dead, with this reason.
+            raise NotFoundError(f"no order {request.order_id} to reserve for")
+        if row.state != RESERVING:
+            return row.view()  # settled by an earlier delivery
+        # The same for every delivery of this message (its id is the key);
+        # the order id stands in when it is sent outside an idempotent send.
         key = derive_idempotency_key("reserve-stock") or f"order-{request.order_id}"
         answer = await self.inventory.post(
             "/reservations",
             json={"sku": request.sku, "quantity": request.quantity},
             headers={"Idempotency-Key": key},
         )
-        if answer.status_code == 409:  # Conflict
-            raise BusinessRuleError(f"not enough {request.sku} in stock")
-        # The client gave up (it retried, or its breaker is open): an outage,
-        # which ResilienceErrorMiddleware answers 503 (or 502).
-        answer.raise_for_status()
-        # The first write, after the call: the transaction begins here.
-        self.session.add(
-            OrderRow(id=request.order_id, sku=request.sku, quantity=request.quantity)
-        )
-        return OrderView(
-            order_id=request.order_id, sku=request.sku, quantity=request.quantity
-        )
+        if answer.status_code == 409:  # Conflict: not enough stock, an answer
+            row.state = REJECTED
+        else:
+            # The client gave up (it retried, or its breaker is open): an
+            # outage; the relay delivers the message again after its backoff.
+            answer.raise_for_status()
+            row.state = RESERVED
+        # The first write, after the call: the transaction begins at the
+        # flush, when the unit of work commits.
+        row.settled_at = CLOCK.now()
+        return row.view()
 
 
 class OrderHandler(QueryHandler[Order, OrderView]):
@@ -152,10 +273,13 @@ class OrderHandler(QueryHandler[Order, OrderView]):
         self.session = session
 
     async def handle(self, request: Order) -> OrderView:
+        owner = _owner()
         row = await self.session.get(OrderRow, request.order_id)
-        if row is None:
+        # Another caller's order is answered as one that does not exist: its
+        # id tells that caller nothing.
+        if row is None or row.owner != owner:
             raise NotFoundError(f"no order {request.order_id}")
-        return OrderView(order_id=row.id, sku=row.sku, quantity=row.quantity)
+        return row.view()
 
 
 SKU_PATTERN = r"^[A-Za-z0-9-]+$"
@@ -221,4 +345,4 @@ class StockHandler(QueryHandler[Stock, StockView]):
         return view
 
 
-HANDLERS = (PlaceOrderHandler, OrderHandler, StockHandler)
+HANDLERS = (PlaceOrderHandler, ReserveStockHandler, OrderHandler, StockHandler)
