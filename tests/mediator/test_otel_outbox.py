@@ -5,7 +5,7 @@ database; closed, it reports nothing."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -21,6 +21,7 @@ from mediator import (
     Mediator,
     MediatorModule,
     Outbox,
+    SystemWallClock,
     transactional,
 )
 from mediator.otel import instrument_outbox
@@ -54,7 +55,7 @@ class RefusedHandler(CommandHandler[Refused, None]):
 
 class Clock:
     def __init__(self) -> None:
-        self.at = datetime.now(UTC)
+        self.at = SystemWallClock().now()
 
     def now(self) -> datetime:
         return self.at
@@ -118,7 +119,8 @@ def test_instrument_outbox_refuses_what_is_not_a_relay() -> None:
     with pytest.raises(TypeError, match="takes an OutboxRelay"):
         instrument_outbox(object())  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="meter_provider"):
-        instrument_outbox(
-            type("R", (), {"last_stats": None})(),
-            meter_provider="nope",  # type: ignore[arg-type]
-        )
+        instrument_outbox(NeverRead(), meter_provider="nope")  # type: ignore[arg-type]
+
+
+class NeverRead:
+    last_stats = None
