@@ -20,13 +20,13 @@ import json
 import sys
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Generator
+from collections.abc import Generator, Iterable, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
-from pydantic import BaseModel
+from pydantic import BaseModel, SecretBytes, SecretStr
 from pydantic import ValidationError as PayloadError
 
 from mediator._behaviors.idempotency.marker import minted_idempotency_key
@@ -166,7 +166,11 @@ class Outbox(ABC):
     ) -> str:
         _check_ordering_key(key)
         cls = type(message)
-        secret = sensitive_fields(cls)
+        secret = sensitive_fields(cls) | {
+            name
+            for name in cls.model_fields
+            if _holds_secret(getattr(message, name), 0)
+        }
         if secret:
             raise ValueError(
                 f"{cls.__qualname__} has sensitive fields "
@@ -187,6 +191,34 @@ class Outbox(ABC):
         )
         self._record(entry)
         return entry.id
+
+
+_DEEPEST: Final = 32  # levels of nesting searched for a secret value
+
+
+def _holds_secret(value: object, depth: int) -> bool:
+    """Whether `value` is or holds a secret (a model's `Sensitive` field too).
+
+    The JSON of a secret value is ``**********``: recorded, it would be
+    delivered as that, not as the secret.
+    """
+    if isinstance(value, SecretStr | SecretBytes):
+        return True
+    if depth > _DEEPEST:
+        return False
+    members: Iterable[object]
+    if isinstance(value, BaseModel):
+        model = type(value)
+        if sensitive_fields(model):
+            return True
+        members = [getattr(value, name) for name in model.model_fields]
+    elif isinstance(value, Mapping):
+        members = cast("Mapping[object, object]", value).values()
+    elif isinstance(value, list | tuple | set | frozenset):
+        members = cast("Iterable[object]", value)
+    else:
+        return False
+    return any(_holds_secret(member, depth + 1) for member in members)
 
 
 def _described(value: object) -> str:
