@@ -170,6 +170,16 @@ class WithSecretStr(Command[None]):
     password: SecretStr
 
 
+class Card(BaseModel):
+    number: SecretStr
+
+
+class WithNestedSecret(Command[None]):
+    """A secret inside a list of models: its JSON would hold ``**********``."""
+
+    cards: list[Card]
+
+
 class Lookup(Query[str]):
     name: str
 

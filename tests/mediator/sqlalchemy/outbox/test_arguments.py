@@ -1,0 +1,241 @@
+"""Wrong arguments and wrong set-ups are refused with errors that say what to do:
+at construction for the relay, at the call for the outbox, and as a dead message
+(with its reason) for a message the relay cannot deliver."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from pydantic import SecretStr
+from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.pool import NullPool
+
+from mediator import ConfigurationError, Outbox
+from mediator.sqlalchemy import OutboxRelay, outbox_table
+from tests.mediator.sqlalchemy.outbox import app
+from tests.mediator.sqlalchemy.outbox.conftest import Shop, place
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def sqlite_shop(tmp_path: Path) -> tuple[Any, sa.Engine]:
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'arguments.db'}")
+    async_engine = create_async_engine(
+        f"sqlite+aiosqlite:///{tmp_path / 'arguments.db'}", poolclass=NullPool
+    )
+    return app.build("sync", engine, async_engine), engine
+
+
+class NotAHandoff:
+    def send(self, message: object) -> None: ...
+
+
+@pytest.mark.parametrize(
+    ("change", "error", "named"),
+    [
+        ({"mediator": object()}, TypeError, r"OutboxRelay\(mediator=\.\.\.\) takes a Mediator, got object"),
+        ({"engine": "sqlite://"}, TypeError, r"OutboxRelay\(engine=\.\.\.\) takes an Engine or an AsyncEngine, got str"),
+        ({"batch": 0}, ValueError, r"OutboxRelay\(batch=\.\.\.\) must be an int of at least 1, got 0"),
+        ({"batch": True}, ValueError, r"OutboxRelay\(batch=\.\.\.\)"),
+        ({"concurrency": 0}, ValueError, r"OutboxRelay\(concurrency=\.\.\.\)"),
+        ({"max_attempts": 0}, ValueError, r"OutboxRelay\(max_attempts=\.\.\.\)"),
+        ({"lease": timedelta(seconds=-1)}, ValueError, r"OutboxRelay\(lease=\.\.\.\) must be a positive timedelta"),
+        ({"lease": 30}, ValueError, r"OutboxRelay\(lease=\.\.\.\) must be a positive timedelta, got 30"),
+        ({"poll_interval": timedelta(0)}, ValueError, r"OutboxRelay\(poll_interval=\.\.\.\)"),
+        (
+            {"base_delay": timedelta(minutes=2), "max_delay": timedelta(minutes=1)},
+            ValueError,
+            r"OutboxRelay: base_delay \(120 s\) must not exceed max_delay \(60 s\)",
+        ),
+        ({"handoff": NotAHandoff()}, TypeError, r"OutboxRelay\(handoff=\.\.\.\) takes a Handoff \(hand_off\(message\)\) or an AsyncHandoff"),
+        ({"clock": object()}, TypeError, r"OutboxRelay\(clock=\.\.\.\) takes a WallClock"),
+        ({"random": 0.5}, TypeError, r"OutboxRelay\(random=\.\.\.\)"),
+    ],
+)
+def test_the_relay_refuses_a_wrong_argument_naming_it(
+    sqlite_shop: tuple[Any, sa.Engine],
+    change: dict[str, Any],
+    error: type[Exception],
+    named: str,
+) -> None:
+    mediator, engine = sqlite_shop
+    arguments: dict[str, Any] = {"mediator": mediator, "engine": engine, **change}
+
+    with pytest.raises(error, match=f"^{named}"):
+        OutboxRelay(**arguments)
+
+
+def test_the_relay_takes_good_arguments(sqlite_shop: tuple[Any, sa.Engine]) -> None:
+    mediator, engine = sqlite_shop
+    relay = OutboxRelay(
+        mediator,
+        engine,
+        batch=1,
+        lease=timedelta(seconds=1),
+        base_delay=timedelta(seconds=1),
+        max_delay=timedelta(seconds=1),
+    )
+    assert relay.last_stats is None
+
+
+async def probe(shop: Shop, use: Any) -> None:
+    app.Probing.use = use
+    await shop.send(app.Probe())
+
+
+@pytest.mark.parametrize(
+    ("use", "error", "message"),
+    [
+        (
+            lambda outbox: outbox.send(app.Lookup(name="x")),
+            TypeError,
+            r"^Outbox\.send\(\) takes a Command, got the query Lookup$",
+        ),
+        (
+            lambda outbox: outbox.send(app.OrderPlaced(order_id="o1")),
+            TypeError,
+            r"^Outbox\.send\(\) takes a Command, got OrderPlaced: use Outbox\.publish\(\)$",
+        ),
+        (
+            lambda outbox: outbox.publish(app.Reserve(order_id="o1")),
+            TypeError,
+            r"^Outbox\.publish\(\) takes a Notification, got Reserve: use Outbox\.send\(\)$",
+        ),
+        (
+            lambda outbox: outbox.send(app.WithSecret(card="4111111111111111")),
+            ValueError,
+            r"^WithSecret has sensitive fields \(card\): the outbox stores messages in "
+            r"the clear",
+        ),
+        (
+            lambda outbox: outbox.send(app.WithSecretStr(password=SecretStr("pw"))),
+            ValueError,
+            r"^WithSecretStr has sensitive fields \(password\)",
+        ),
+        (
+            lambda outbox: outbox.send(
+                app.WithNestedSecret(cards=[app.Card(number=SecretStr("4111"))])
+            ),
+            ValueError,
+            r"^WithNestedSecret has sensitive fields \(cards\)",
+        ),
+        (
+            lambda outbox: outbox.publish(app.Shipped(token=SecretStr("t"))),
+            ValueError,
+            r"^Shipped has sensitive fields \(token\)",
+        ),
+        (
+            lambda outbox: outbox.send(app.Reserve(order_id="o1"), ordering_key=""),
+            TypeError,
+            r"^ordering_key is 1 to 255 characters, got 0$",
+        ),
+        (
+            lambda outbox: outbox.send(app.Reserve(order_id="o1"), ordering_key=7),
+            TypeError,
+            r"^ordering_key must be a string or None, got 7$",
+        ),
+    ],
+)
+async def test_the_outbox_refuses_what_it_cannot_record(
+    shop: Shop, use: Any, error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=message):
+        await probe(shop, use)
+    assert shop.backend.messages() == []
+
+
+async def test_a_sensitive_message_fails_the_recording_handler_and_records_nothing(
+    shop: Shop,
+) -> None:
+    with pytest.raises(ValueError, match="record a reference to the secret"):
+        await shop.send(place("o1", ("reserve", "o1"), ("secret", "4111111111111111")))
+    assert shop.backend.messages() == []
+    assert shop.backend.orders() == []
+
+
+async def test_the_outbox_outside_a_transactional_handler_is_a_configuration_error(
+    shop: Shop,
+) -> None:
+    with pytest.raises(
+        ConfigurationError, match=r"call them in the handler of a @transactional"
+    ):
+        await shop.send(app.Unrecorded(order_id="o1"))
+    assert shop.backend.messages() == []
+
+
+def test_an_outbox_not_in_a_send_is_a_configuration_error() -> None:
+    from mediator.sqlalchemy._outbox.recorder import SqlAlchemyOutbox
+
+    outbox: Outbox = SqlAlchemyOutbox()
+    with pytest.raises(ConfigurationError, match="@transactional"):
+        outbox.send(app.Reserve(order_id="o1"))
+
+
+async def test_a_message_whose_type_is_not_loaded_is_dead_at_once_with_the_reason(
+    shop: Shop,
+) -> None:
+    [message_id] = await shop.send(place("o1", ("reserve", "o1")))
+    with shop.backend.engine.begin() as connection:
+        connection.execute(
+            sa.update(outbox_table).values(message_type="tests.gone_module:Ghost")
+        )
+    relay = shop.relay(max_attempts=10)
+
+    assert await shop.run_once(relay) == 1
+
+    row = shop.backend.message(message_id)
+    assert (row.state, row.attempts) == ("dead", 1)
+    assert row.last_error.startswith(
+        "ConfigurationError: the outbox message type 'tests.gone_module:Ghost' is "
+        "not a loaded Command class in this process"
+    )
+    assert app.Observed.of("reserve") == []
+
+
+async def test_a_message_no_handler_takes_is_dead_at_once_with_the_reason(
+    shop: Shop,
+) -> None:
+    [message_id] = await shop.send(place("o1", ("unhandled", "u1")))
+    relay = shop.relay(max_attempts=10)
+
+    assert await shop.run_once(relay) == 1
+
+    row = shop.backend.message(message_id)
+    assert (row.state, row.attempts) == ("dead", 1)
+    assert row.last_error.startswith("HandlerNotFoundError: ")
+    assert "Unhandled" in row.last_error
+
+
+async def test_a_payload_that_no_longer_fits_is_dead_at_once(shop: Shop) -> None:
+    [message_id] = await shop.send(place("o1", ("reserve", "o1")))
+    with shop.backend.engine.begin() as connection:
+        connection.execute(sa.update(outbox_table).values(payload='{"order": 1}'))
+
+    assert await shop.run_once(shop.relay(max_attempts=10)) == 1
+
+    row = shop.backend.message(message_id)
+    assert (row.state, row.attempts) == ("dead", 1)
+    assert row.last_error == "ValidationError"
+
+
+async def test_a_missing_outbox_table_is_a_configuration_error_naming_the_fix(
+    shop: Shop,
+) -> None:
+    outbox_table.drop(shop.backend.engine)
+    relay = shop.relay()
+    dialect = shop.backend.dialect
+
+    with pytest.raises(ConfigurationError) as raised:
+        await shop.run_once(relay)
+
+    text = str(raised.value)
+    assert "'mediator_outbox' does not exist" in text
+    assert "create_outbox_table(engine)" in text
+    assert f"0002_outbox.{dialect}.sql" in text
+    with pytest.raises(ConfigurationError, match="create_outbox_table"):
+        await shop.stats(relay)
