@@ -122,7 +122,7 @@ def _fresh_app() -> Iterator[None]:
     app.Faults.reset()
     app.Attempts.reset()
     app.Overlap.reset(1)
-    app.During.reset()
+    app.during.reset()
     app.Probing.use = None
     app.after_reserve.then = None
     yield
@@ -154,9 +154,7 @@ class Shop:
         )
         return OutboxRelay(self.mediator, engine, **options)
 
-    async def _call(
-        self, sync: Callable[[], T], async_: Callable[[], Any]
-    ) -> T:
+    async def _call(self, sync: Callable[[], T], async_: Callable[[], Any]) -> T:
         if self.kind == "sync":
             return await asyncio.to_thread(sync)
         result: T = await async_()
@@ -164,7 +162,8 @@ class Shop:
 
     async def send(self, request: Command[T]) -> T:
         return await self._call(
-            lambda: self.mediator.send_sync(request), lambda: self.mediator.send(request)
+            lambda: self.mediator.send_sync(request),
+            lambda: self.mediator.send(request),
         )
 
     async def run_once(self, relay: OutboxRelay) -> int:

@@ -4,9 +4,10 @@ at construction for the relay, at the call for the outbox, and as a dead message
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import sqlalchemy as sa
@@ -38,22 +39,55 @@ class NotAHandoff:
 @pytest.mark.parametrize(
     ("change", "error", "named"),
     [
-        ({"mediator": object()}, TypeError, r"OutboxRelay\(mediator=\.\.\.\) takes a Mediator, got object"),
-        ({"engine": "sqlite://"}, TypeError, r"OutboxRelay\(engine=\.\.\.\) takes an Engine or an AsyncEngine, got str"),
-        ({"batch": 0}, ValueError, r"OutboxRelay\(batch=\.\.\.\) must be an int of at least 1, got 0"),
+        (
+            {"mediator": object()},
+            TypeError,
+            r"OutboxRelay\(mediator=\.\.\.\) takes a Mediator, got object",
+        ),
+        (
+            {"engine": "sqlite://"},
+            TypeError,
+            r"OutboxRelay\(engine=\.\.\.\) takes an Engine or an AsyncEngine, got str",
+        ),
+        (
+            {"batch": 0},
+            ValueError,
+            r"OutboxRelay\(batch=\.\.\.\) must be an int of at least 1, got 0",
+        ),
         ({"batch": True}, ValueError, r"OutboxRelay\(batch=\.\.\.\)"),
         ({"concurrency": 0}, ValueError, r"OutboxRelay\(concurrency=\.\.\.\)"),
         ({"max_attempts": 0}, ValueError, r"OutboxRelay\(max_attempts=\.\.\.\)"),
-        ({"lease": timedelta(seconds=-1)}, ValueError, r"OutboxRelay\(lease=\.\.\.\) must be a positive timedelta"),
-        ({"lease": 30}, ValueError, r"OutboxRelay\(lease=\.\.\.\) must be a positive timedelta, got 30"),
-        ({"poll_interval": timedelta(0)}, ValueError, r"OutboxRelay\(poll_interval=\.\.\.\)"),
+        (
+            {"lease": timedelta(seconds=-1)},
+            ValueError,
+            r"OutboxRelay\(lease=\.\.\.\) must be a positive timedelta",
+        ),
+        (
+            {"lease": 30},
+            ValueError,
+            r"OutboxRelay\(lease=\.\.\.\) must be a positive timedelta, got 30",
+        ),
+        (
+            {"poll_interval": timedelta(0)},
+            ValueError,
+            r"OutboxRelay\(poll_interval=\.\.\.\)",
+        ),
         (
             {"base_delay": timedelta(minutes=2), "max_delay": timedelta(minutes=1)},
             ValueError,
             r"OutboxRelay: base_delay \(120 s\) must not exceed max_delay \(60 s\)",
         ),
-        ({"handoff": NotAHandoff()}, TypeError, r"OutboxRelay\(handoff=\.\.\.\) takes a Handoff \(hand_off\(message\)\) or an AsyncHandoff"),
-        ({"clock": object()}, TypeError, r"OutboxRelay\(clock=\.\.\.\) takes a WallClock"),
+        (
+            {"handoff": NotAHandoff()},
+            TypeError,
+            r"OutboxRelay\(handoff=\.\.\.\) takes a Handoff \(hand_off\(message\)\) "
+            r"or an AsyncHandoff",
+        ),
+        (
+            {"clock": object()},
+            TypeError,
+            r"OutboxRelay\(clock=\.\.\.\) takes a WallClock",
+        ),
         ({"random": 0.5}, TypeError, r"OutboxRelay\(random=\.\.\.\)"),
     ],
 )
@@ -83,7 +117,15 @@ def test_the_relay_takes_good_arguments(sqlite_shop: tuple[Any, sa.Engine]) -> N
     assert relay.last_stats is None
 
 
-async def probe(shop: Shop, use: Any) -> None:
+Use = Callable[[Outbox], object]
+
+
+def using(use: Use) -> Use:
+    """`use`, typed: what `Probe`'s handler does with its outbox."""
+    return use
+
+
+async def probe(shop: Shop, use: Use) -> None:
     app.Probing.use = use
     await shop.send(app.Probe())
 
@@ -92,57 +134,69 @@ async def probe(shop: Shop, use: Any) -> None:
     ("use", "error", "message"),
     [
         (
-            lambda outbox: outbox.send(app.Lookup(name="x")),
+            using(lambda outbox: outbox.send(cast(Any, app.Lookup(name="x")))),
             TypeError,
             r"^Outbox\.send\(\) takes a Command, got the query Lookup$",
         ),
         (
-            lambda outbox: outbox.send(app.OrderPlaced(order_id="o1")),
+            using(
+                lambda outbox: outbox.send(cast(Any, app.OrderPlaced(order_id="o1")))
+            ),
             TypeError,
-            r"^Outbox\.send\(\) takes a Command, got OrderPlaced: use Outbox\.publish\(\)$",
+            r"^Outbox\.send\(\) takes a Command, got OrderPlaced: use publish\(\)$",
         ),
         (
-            lambda outbox: outbox.publish(app.Reserve(order_id="o1")),
+            using(lambda outbox: outbox.publish(cast(Any, app.Reserve(order_id="o1")))),
             TypeError,
-            r"^Outbox\.publish\(\) takes a Notification, got Reserve: use Outbox\.send\(\)$",
+            r"^Outbox\.publish\(\) takes a Notification, got Reserve: use send\(\)$",
         ),
         (
-            lambda outbox: outbox.send(app.WithSecret(card="4111111111111111")),
+            using(lambda outbox: outbox.send(app.WithSecret(card="4111111111111111"))),
             ValueError,
             r"^WithSecret has sensitive fields \(card\): the outbox stores messages in "
             r"the clear",
         ),
         (
-            lambda outbox: outbox.send(app.WithSecretStr(password=SecretStr("pw"))),
+            using(
+                lambda outbox: outbox.send(app.WithSecretStr(password=SecretStr("pw")))
+            ),
             ValueError,
             r"^WithSecretStr has sensitive fields \(password\)",
         ),
         (
-            lambda outbox: outbox.send(
-                app.WithNestedSecret(cards=[app.Card(number=SecretStr("4111"))])
+            using(
+                lambda outbox: outbox.send(
+                    app.WithNestedSecret(cards=[app.Card(number=SecretStr("4111"))])
+                )
             ),
             ValueError,
             r"^WithNestedSecret has sensitive fields \(cards\)",
         ),
         (
-            lambda outbox: outbox.publish(app.Shipped(token=SecretStr("t"))),
+            using(lambda outbox: outbox.publish(app.Shipped(token=SecretStr("t")))),
             ValueError,
             r"^Shipped has sensitive fields \(token\)",
         ),
         (
-            lambda outbox: outbox.send(app.Reserve(order_id="o1"), ordering_key=""),
+            using(
+                lambda outbox: outbox.send(app.Reserve(order_id="o1"), ordering_key="")
+            ),
             TypeError,
             r"^ordering_key is 1 to 255 characters, got 0$",
         ),
         (
-            lambda outbox: outbox.send(app.Reserve(order_id="o1"), ordering_key=7),
+            using(
+                lambda outbox: outbox.send(
+                    app.Reserve(order_id="o1"), ordering_key=cast(str, 7)
+                )
+            ),
             TypeError,
             r"^ordering_key must be a string or None, got 7$",
         ),
     ],
 )
 async def test_the_outbox_refuses_what_it_cannot_record(
-    shop: Shop, use: Any, error: type[Exception], message: str
+    shop: Shop, use: Use, error: type[Exception], message: str
 ) -> None:
     with pytest.raises(error, match=message):
         await probe(shop, use)

@@ -70,7 +70,7 @@ async def test_no_relay_sees_a_message_before_its_commit(shop: Shop) -> None:
     async def apeek() -> None:
         before_commit.append((visible(), await relay.run_once() if postgres else None))
 
-    app.During.hook, app.During.ahook = peek, apeek
+    app.during.hook, app.during.ahook = peek, apeek
 
     await shop.send(place("o1", ("reserve", "o1")))
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from sqlalchemy.exc import IntegrityError
 
 from mediator.sqlalchemy import create_outbox_table, outbox_table
 from tests.mediator.sqlalchemy.outbox import app
@@ -126,10 +127,10 @@ def test_the_table_refuses_a_state_or_kind_it_does_not_know(backend: Backend) ->
         "next_attempt_at": now,
     }
     for wrong in ({"state": "done"}, {"kind": "shout"}):
-        with pytest.raises(sa.exc.IntegrityError), backend.engine.begin() as connection:
+        with pytest.raises(IntegrityError), backend.engine.begin() as connection:
             connection.execute(sa.insert(outbox_table).values({**row, **wrong}))
     with backend.engine.begin() as connection:
         connection.execute(sa.insert(outbox_table).values(row))
-    with pytest.raises(sa.exc.IntegrityError), backend.engine.begin() as connection:
+    with pytest.raises(IntegrityError), backend.engine.begin() as connection:
         connection.execute(sa.insert(outbox_table).values(row))  # the same id
     assert [found.id for found in backend.messages()] == ["m-1"]

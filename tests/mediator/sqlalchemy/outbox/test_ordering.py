@@ -16,16 +16,24 @@ PER_KEY = 10
 FREE = 5
 
 
+def reserve(value: str, key: str | None) -> tuple[app.What, str, str | None]:
+    return ("reserve", value, key)
+
+
 async def test_one_keys_messages_are_delivered_in_recorded_order(shop: Shop) -> None:
     outgoing: list[tuple[app.What, str, str | None]] = []
     for n in range(PER_KEY):
-        outgoing += [("reserve", f"{key}-{n}", key) for key in KEYS]
+        outgoing += [reserve(f"{key}-{n}", key) for key in KEYS]
         if n < FREE:
-            outgoing.append(("reserve", f"free-{n}", None))
+            outgoing.append(reserve(f"free-{n}", None))
     # Two transactions, so the order spans commits too.
     half = len(outgoing) // 2
-    await shop.send(app.PlaceOrder(order_id="o1", outgoing=outgoing_of(*outgoing[:half])))
-    await shop.send(app.PlaceOrder(order_id="o2", outgoing=outgoing_of(*outgoing[half:])))
+    await shop.send(
+        app.PlaceOrder(order_id="o1", outgoing=outgoing_of(*outgoing[:half]))
+    )
+    await shop.send(
+        app.PlaceOrder(order_id="o2", outgoing=outgoing_of(*outgoing[half:]))
+    )
     relay = shop.relay(batch=100, concurrency=8)
 
     rounds = await shop.drain(relay)
@@ -64,7 +72,8 @@ async def test_unkeyed_messages_run_in_parallel_up_to_the_concurrency(
     once: met only if the relay runs them in parallel; never passed if it keeps
     to its bound."""
     app.Overlap.reset(target=concurrency)
-    outgoing = outgoing_of(*[("slow", f"s{n}") for n in range(16)])
+    slow: list[tuple[app.What, str]] = [("slow", f"s{n}") for n in range(16)]
+    outgoing = outgoing_of(*slow)
     await shop.send(app.PlaceOrder(order_id="o1", outgoing=outgoing))
     relay = shop.relay(batch=100, concurrency=concurrency)
 
