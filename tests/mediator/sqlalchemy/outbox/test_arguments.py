@@ -194,6 +194,17 @@ async def probe(shop: Shop, use: Use) -> None:
             r"^ordering_key must be a string or None, got 7$",
         ),
     ],
+    ids=[
+        "a-query",
+        "a-notification-sent",
+        "a-command-published",
+        "a-sensitive-field",
+        "a-secretstr",
+        "a-nested-secret",
+        "a-notification-secret",
+        "an-empty-ordering-key",
+        "an-int-ordering-key",
+    ],
 )
 async def test_the_outbox_refuses_what_it_cannot_record(
     shop: Shop, use: Use, error: type[Exception], message: str
