@@ -215,6 +215,11 @@ class OutboxRelay:
     # --- operating it ----------------------------------------------------------
 
     @property
+    def engine(self) -> Engine | AsyncEngine:
+        """The engine it was given: with an `AsyncEngine`, `run`; else `run_sync`."""
+        return self._engine
+
+    @property
     def last_stats(self) -> OutboxStats | None:
         """What the last `stats` call (or a round of `run`) read; None before."""
         return self._last_stats
