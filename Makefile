@@ -87,6 +87,7 @@ bench: $(BENCH_VENV)/.synced venv
 	$(BENCH_VENV)/bin/python benchmarks/mediator_import.py
 	$(BENCH_VENV)/bin/python benchmarks/mediator_retry.py
 	$(BENCH_VENV)/bin/python benchmarks/mediator_idempotency.py
+	$(BENCH_VENV)/bin/python benchmarks/outbox.py
 	$(BENCH_VENV)/bin/python benchmarks/concurrent_orders.py
 	$(BENCH_VENV)/bin/python benchmarks/stream_retry.py
 	$(BENCH_VENV)/bin/python benchmarks/http_overhead.py
