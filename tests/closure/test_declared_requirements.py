@@ -55,7 +55,11 @@ class Allowed:
 ALLOWED: Mapping[str, Allowed] = {
     "mediator-core": Allowed(
         required=frozenset({"pydantic", "injector"}),
-        extras={"sqlalchemy": ("sqlalchemy",), "otel": ("opentelemetry-*",)},
+        extras={
+            "sqlalchemy": ("sqlalchemy",),
+            "otel": ("opentelemetry-*",),
+            "redis": ("redis",),
+        },
         requirement_extras={"sqlalchemy": frozenset({"asyncio"})},
     ),
     "mediator-resilience": Allowed(

@@ -51,6 +51,7 @@ FORBIDDEN_IMPORTS: Mapping[str, frozenset[str]] = {
             "httpx",
             "sqlalchemy",
             "opentelemetry",
+            "redis",
             "mediator_resilience",
             "http_resilience",
         }
@@ -73,7 +74,7 @@ PLUGIN_MODULES: Mapping[str, str] = {
 # Top-level packages that only an extra installs: a module needing one of them is
 # skipped here, since the wheel is installed without its extras.
 EXTRA_IMPORTS: Mapping[str, tuple[str, ...]] = {
-    "mediator-core": ("sqlalchemy", "opentelemetry"),
+    "mediator-core": ("sqlalchemy", "opentelemetry", "redis"),
     "mediator-resilience": (),
     "http-resilience": ("injector", "opentelemetry", "redis"),
 }
@@ -328,12 +329,14 @@ def test_mediator_with_its_sqlalchemy_extra_imports_every_module(
         PROBE,
         MEDIATOR.import_name,
         "opentelemetry",
+        "redis",
         cwd=home,
     )
     report = ProbeReport.from_json(json.loads(output))
 
     assert not report.failed, sorted(report.failed)
-    assert set(report.skipped) == {"mediator.otel"}, report.skipped  # the otel extra's
+    # the otel and redis extras' modules
+    assert set(report.skipped) == {"mediator.otel", "mediator.redis"}, report.skipped
     assert "mediator.sqlalchemy" in report.imported
     forbidden = (
         FORBIDDEN_IMPORTS[MEDIATOR.distribution] - {"sqlalchemy"}
@@ -378,6 +381,36 @@ def test_the_otel_extra_installs_alone_and_its_module_imports(
         FORBIDDEN_IMPORTS[member.distribution] - {"opentelemetry"}
     ) & report.loaded_top_levels
     assert not forbidden, sorted(forbidden)
+
+
+def test_mediator_with_only_its_redis_extra_imports_the_stream_handoff(
+    uv: Path, built: Built, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """`mediator.redis` imports with ``redis`` alone: the hand-off and the
+    consumer need no SQLAlchemy, which is neither installed nor imported."""
+    home = tmp_path_factory.mktemp("mediator-redis")
+    python = _install_alone(uv, built, MEDIATOR, home, extras=("redis",))
+    output = run(
+        python,
+        "-I",
+        "-W",
+        "error",
+        PROBE,
+        MEDIATOR.import_name,
+        "opentelemetry",
+        "sqlalchemy",
+        cwd=home,
+    )
+    report = ProbeReport.from_json(json.loads(output))
+
+    assert not report.failed, sorted(report.failed)
+    assert {"mediator.redis", "mediator.redis._consumer"} <= set(report.imported)
+    assert set(report.skipped) == {"mediator.otel", "mediator.sqlalchemy"}
+    forbidden = (
+        FORBIDDEN_IMPORTS[MEDIATOR.distribution] - {"redis"}
+    ) & report.loaded_top_levels
+    assert not forbidden, sorted(forbidden)
+    assert "sqlalchemy" not in report.distributions
 
 
 def test_the_redis_extra_installs_alone_and_its_module_imports(

@@ -1,0 +1,180 @@
+"""An outbox message as one Redis Streams entry, and back.
+
+No I/O and no ``redis`` here: the fields a `StreamHandoff` writes, and the
+checks a `StreamConsumer` makes before it delivers what it read. A stream can
+hold anything another program wrote, so reading never trusts an entry: a
+missing field, bytes that are not UTF-8, an unknown kind, a principal or a
+time that does not parse make the entry garbled (`GarbledEntryError`), which
+the consumer moves to its dead stream with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Final, Protocol, cast, get_args
+
+from mediator._behaviors.idempotency.marker import check_key
+from mediator._dispatch.outbox import OutboxEntry, OutboxKind
+
+__all__ = ["GarbledEntryError", "OutboxRecord", "entry_fields", "entry_of"]
+
+_REQUIRED: Final = ("id", "kind", "message_type", "payload", "created_at")
+_OPTIONAL: Final = ("ordering_key", "principal", "correlation_id")
+_KINDS: Final = frozenset(get_args(OutboxKind))
+
+
+class OutboxRecord(Protocol):
+    """What a handoff needs of an outbox message: what was recorded.
+
+    `mediator.sqlalchemy.OutboxMessage` is one (and so is the `OutboxEntry`
+    it holds); a handoff takes it by these fields alone.
+    """
+
+    @property
+    def id(self) -> str:
+        """The message id, its idempotency key when delivered."""
+        ...
+
+    @property
+    def kind(self) -> OutboxKind:
+        """``"send"`` (a command) or ``"publish"`` (a notification)."""
+        ...
+
+    @property
+    def message_type(self) -> str:
+        """Its class, ``"module:QualName"``."""
+        ...
+
+    @property
+    def payload(self) -> str:
+        """The message as JSON."""
+        ...
+
+    @property
+    def ordering_key(self) -> str | None:
+        """Its ordering key, or None."""
+        ...
+
+    @property
+    def principal(self) -> str | None:
+        """Who recorded it, as JSON, or None."""
+        ...
+
+    @property
+    def correlation_id(self) -> str | None:
+        """Its correlation id, or None."""
+        ...
+
+    @property
+    def created_at(self) -> datetime:
+        """When its transaction recorded it."""
+        ...
+
+
+class GarbledEntryError(ValueError):
+    """A stream entry that is not an outbox message this consumer can deliver."""
+
+
+def entry_fields(message: OutboxRecord) -> dict[str, str]:
+    """The fields of one stream entry holding `message` (a None is left out)."""
+    fields = {
+        "id": message.id,
+        "kind": message.kind,
+        "message_type": message.message_type,
+        "payload": message.payload,
+        "created_at": message.created_at.isoformat(),
+    }
+    for name, value in (
+        ("ordering_key", message.ordering_key),
+        ("principal", message.principal),
+        ("correlation_id", message.correlation_id),
+    ):
+        if value is not None:
+            fields[name] = value
+    return fields
+
+
+def _text(value: object, name: str) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            raise GarbledEntryError(f"the field {name!r} is not UTF-8") from None
+    raise GarbledEntryError(f"the field {name!r} is a {type(value).__qualname__}")
+
+
+def decoded(fields: Mapping[object, object]) -> dict[str, str]:
+    """The entry's fields as text; the ones not UTF-8 are left out."""
+    found: dict[str, str] = {}
+    for raw_name, raw_value in fields.items():
+        try:
+            found[_text(raw_name, "name")] = _text(raw_value, "value")
+        except GarbledEntryError:
+            continue
+    return found
+
+
+def _check_principal(text: str) -> None:
+    try:
+        record: object = json.loads(text)
+    except ValueError:
+        raise GarbledEntryError("the principal is not JSON") from None
+    if not isinstance(record, dict):
+        raise GarbledEntryError("the principal is not a JSON object")
+    principal = cast(dict[str, object], record)
+    roles = principal.get("roles")
+    if not isinstance(principal.get("id"), str) or not (
+        isinstance(roles, list)
+        and all(isinstance(role, str) for role in cast(list[object], roles))
+    ):
+        raise GarbledEntryError("the principal has no string id and list of roles")
+    tenant = principal.get("tenant")
+    if tenant is not None and not isinstance(tenant, str):
+        raise GarbledEntryError("the principal's tenant is not a string")
+
+
+def _created_at(text: str) -> datetime:
+    try:
+        found = datetime.fromisoformat(text)
+    except ValueError:
+        raise GarbledEntryError("created_at is not an ISO 8601 time") from None
+    return found.replace(tzinfo=UTC) if found.tzinfo is None else found
+
+
+def entry_of(fields: Mapping[object, object]) -> OutboxEntry:
+    """The outbox message a stream entry holds, checked; not yet rebuilt.
+
+    Raises:
+        GarbledEntryError: A field is missing, not UTF-8 or does not parse.
+    """
+    text: dict[str, str] = {}
+    for raw_name, raw_value in fields.items():
+        name = _text(raw_name, "name")
+        if name in _REQUIRED or name in _OPTIONAL:
+            text[name] = _text(raw_value, name)
+    missing = [name for name in _REQUIRED if not text.get(name)]
+    if missing:
+        raise GarbledEntryError(f"the entry has no {', '.join(missing)}")
+    problem = check_key(text["id"])
+    if problem is not None:
+        raise GarbledEntryError(f"the id is no idempotency key: {problem}")
+    kind = text["kind"]
+    if kind not in _KINDS:
+        raise GarbledEntryError(f"the kind is {kind[:40]!r}, not send or publish")
+    principal = text.get("principal")
+    if principal is not None:
+        _check_principal(principal)
+    return OutboxEntry(
+        id=text["id"],
+        kind=cast(OutboxKind, kind),
+        message_type=text["message_type"],
+        payload=text["payload"],
+        ordering_key=text.get("ordering_key"),
+        principal=principal,
+        correlation_id=text.get("correlation_id"),
+        created_at=_created_at(text["created_at"]),
+    )
