@@ -59,7 +59,7 @@ class _Read:
     """One entry read: its stream id, its fields, and how often it was read."""
 
     id: Any
-    fields: Mapping[object, object] | None
+    fields: Mapping[Any, object] | None
     deliveries: int
 
 

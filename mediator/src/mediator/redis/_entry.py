@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Final, Protocol, cast, get_args
+from typing import Any, Final, Protocol, cast, get_args
 
 from mediator._behaviors.idempotency.marker import check_key
 from mediator._dispatch.outbox import OutboxEntry, OutboxKind
@@ -107,17 +107,6 @@ def _text(value: object, name: str) -> str:
     raise GarbledEntryError(f"the field {name!r} is a {type(value).__qualname__}")
 
 
-def decoded(fields: Mapping[object, object]) -> dict[str, str]:
-    """The entry's fields as text; the ones not UTF-8 are left out."""
-    found: dict[str, str] = {}
-    for raw_name, raw_value in fields.items():
-        try:
-            found[_text(raw_name, "name")] = _text(raw_value, "value")
-        except GarbledEntryError:
-            continue
-    return found
-
-
 def _check_principal(text: str) -> None:
     try:
         record: object = json.loads(text)
@@ -145,7 +134,7 @@ def _created_at(text: str) -> datetime:
     return found.replace(tzinfo=UTC) if found.tzinfo is None else found
 
 
-def entry_of(fields: Mapping[object, object]) -> OutboxEntry:
+def entry_of(fields: Mapping[Any, object]) -> OutboxEntry:
     """The outbox message a stream entry holds, checked; not yet rebuilt.
 
     Raises:
