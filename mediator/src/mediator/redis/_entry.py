@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any, Final, Protocol, cast, get_args
 
 from mediator._behaviors.idempotency.marker import check_key
+from mediator._core.errors import MediatorError
 from mediator._dispatch.outbox import OutboxEntry, OutboxKind
 
 __all__ = ["GarbledEntryError", "OutboxRecord", "entry_fields", "entry_of"]
@@ -73,8 +74,12 @@ class OutboxRecord(Protocol):
         ...
 
 
-class GarbledEntryError(ValueError):
-    """A stream entry that is not an outbox message this consumer can deliver."""
+class GarbledEntryError(MediatorError, ValueError):
+    """A stream entry that is not an outbox message a consumer can deliver.
+
+    `StreamConsumer` never raises it: it moves such an entry to its dead
+    stream, with ``GarbledEntryError: <what is wrong>`` as the reason.
+    """
 
 
 def entry_fields(message: OutboxRecord) -> dict[str, str]:
