@@ -19,30 +19,22 @@ from tests.support.redis_server import RedisServer
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 HEADING = "## Handing off to Redis Streams"
 SHOWN_URL = "redis://127.0.0.1:6379/0"
-# The page the section belongs to; until it is merged there, the snippet.
-PAGES = [DOCS / "outbox.md", DOCS / "outbox-handoff-snippet.md"]
+PAGE = DOCS / "outbox.md"
 
 
 def _section() -> tuple[Path, str, str]:
-    """The page holding the section, the text before it, and the section."""
-    for page in PAGES:
-        text = page.read_text(encoding="utf-8") if page.exists() else ""
-        before, found, after = text.partition(HEADING + "\n")
-        if found:
-            section = after.split("\n## ", 1)[0]
-            return page, before, section
-    raise AssertionError(f"no page of {PAGES} has {HEADING!r}")
+    """The page, the text before the section, and the section."""
+    text = PAGE.read_text(encoding="utf-8")
+    before, found, after = text.partition(HEADING + "\n")
+    assert found, f"{PAGE.name} has no {HEADING!r}"
+    return PAGE, before, after.split("\n## ", 1)[0]
 
 
 def test_the_redis_streams_example_runs(
     redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     page, before, section = _section()
-    setup = (
-        before
-        if page.name == "outbox.md"
-        else DOCS.joinpath("outbox.md").read_text(encoding="utf-8")
-    )
+    setup = before
     examples = [block for block in code_blocks(section) if block.language == "text"]
     assert len(examples) == 1
     code = examples[0].code

@@ -93,7 +93,7 @@ from mediator._dispatch.module import (
     MediatorModule,
     register_behavior,
 )
-from mediator._dispatch.outbox import Outbox
+from mediator._dispatch.outbox import Outbox, OutboxEntry
 
 __all__ = [
     "AsyncIdempotencyStore",
@@ -135,6 +135,7 @@ __all__ = [
     "Notification",
     "NotificationHandler",
     "Outbox",
+    "OutboxEntry",
     "Policy",
     "Principal",
     "PrincipalProvider",

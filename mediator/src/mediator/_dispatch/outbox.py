@@ -89,6 +89,33 @@ class OutboxEntry:
     correlation_id: str | None
     created_at: datetime
 
+    async def deliver(self, mediator: Mediator) -> None:
+        """Send (or publish) this message through `mediator`, as it was recorded.
+
+        Under the message id as the idempotency key, acting as the principal
+        that recorded it, with its correlation id: what `OutboxRelay` does. For
+        a queue of your own that carries entries (see "Effects after commit").
+
+        Raises:
+            ConfigurationError: The message's class is not loaded here.
+            Exception: Whatever the handler raised; `is_final` says whether
+                trying again can help.
+        """
+        await delivered(mediator, self)
+
+    def deliver_sync(self, mediator: Mediator) -> None:
+        """`deliver` without an event loop (`send_sync`, `publish_sync`)."""
+        delivered_sync(mediator, self)
+
+    @staticmethod
+    def is_final(error: BaseException) -> bool:
+        """Whether a delivery that raised `error` must not be tried again.
+
+        A domain error other than `ConflictError`, a configuration error, or a
+        payload that no longer fits its class; see `OutboxRelay`.
+        """
+        return is_final(error)
+
 
 class Outbox(ABC):
     """Records commands and notifications to send once the transaction commits.

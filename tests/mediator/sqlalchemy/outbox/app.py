@@ -127,7 +127,7 @@ class Probe(Command[None]):
 
 
 class Unrecorded(Command[None]):
-    """Not ``@transactional``: its handler tries the outbox anyway."""
+    """Not ``@transactional``, and its handler takes the outbox: no mediator builds."""
 
     order_id: str
 
@@ -589,7 +589,6 @@ SYNC_HANDLERS: tuple[type[Any], ...] = (
     PlaceOrderNestedHandler,
     InnerHandler,
     ProbeHandler,
-    UnrecordedHandler,
     ReserveHandler,
     FlakyHandler,
     SlowHandler,
@@ -601,7 +600,6 @@ ASYNC_HANDLERS: tuple[type[Any], ...] = (
     PlaceOrderNestedAsyncHandler,
     InnerAsyncHandler,
     ProbeAsyncHandler,
-    UnrecordedAsyncHandler,
     ReserveAsyncHandler,
     FlakyAsyncHandler,
     SlowAsyncHandler,

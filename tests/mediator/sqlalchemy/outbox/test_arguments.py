@@ -11,14 +11,15 @@ from typing import Any, cast
 
 import pytest
 import sqlalchemy as sa
+from injector import Injector
 from pydantic import SecretStr
 from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.pool import NullPool
 
-from mediator import ConfigurationError, Outbox
-from mediator.sqlalchemy import OutboxRelay, outbox_table
+from mediator import ConfigurationError, Mediator, MediatorModule, Outbox
+from mediator.sqlalchemy import OutboxRelay, SqlAlchemyModule, outbox_table
 from tests.mediator.sqlalchemy.outbox import app
-from tests.mediator.sqlalchemy.outbox.conftest import Shop, place
+from tests.mediator.sqlalchemy.outbox.conftest import Backend, Shop, place
 
 pytestmark = pytest.mark.anyio
 
@@ -223,14 +224,19 @@ async def test_a_sensitive_message_fails_the_recording_handler_and_records_nothi
     assert shop.backend.orders() == []
 
 
-async def test_the_outbox_outside_a_transactional_handler_is_a_configuration_error(
-    shop: Shop,
+@pytest.mark.parametrize(
+    "handler", [app.UnrecordedHandler, app.UnrecordedAsyncHandler], ids=["def", "async"]
+)
+def test_the_outbox_in_the_handler_of_a_plain_request_fails_the_build(
+    handler: type[Any], backend: Backend
 ) -> None:
+    module = MediatorModule(lambda m: m.add_handler(handler).use_defaults())
     with pytest.raises(
-        ConfigurationError, match=r"call them in the handler of a @transactional"
+        ConfigurationError,
+        match=rf"{handler.__name__} .* takes the Outbox, but Unrecorded .* is not "
+        "@transactional",
     ):
-        await shop.send(app.Unrecorded(order_id="o1"))
-    assert shop.backend.messages() == []
+        Injector([module, SqlAlchemyModule(engine=backend.engine)]).get(Mediator)
 
 
 def test_an_outbox_not_in_a_send_is_a_configuration_error() -> None:

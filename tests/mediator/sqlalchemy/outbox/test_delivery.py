@@ -15,6 +15,7 @@ import pytest
 
 from mediator import (
     ForbiddenError,
+    OutboxEntry,
     Principal,
     acting_as,
     correlation_id,
@@ -129,3 +130,38 @@ async def test_a_message_delivered_twice_is_applied_once_and_the_late_outcome_fe
     assert [record.levelno for record in fenced] == [logging.WARNING]
     assert "the lease ran out before the outcome was recorded" in fenced[0].getMessage()
     assert await shop.run_once(first) == 0
+
+
+async def test_an_entry_carried_by_a_queue_of_your_own_is_delivered_as_the_relay_would(
+    shop: Shop,
+) -> None:
+    # What a Celery task or another carrier does with an entry it was handed:
+    # `OutboxEntry.deliver` (or `deliver_sync`), twice, as a queue may.
+    with acting_as(ADA), correlation_id("corr-own"):
+        (reserve_id,) = await shop.send(place("o9", ("reserve", "o9")))
+    [row] = shop.backend.messages()
+    entry = OutboxEntry(
+        id=row.id,
+        kind=row.kind,
+        message_type=row.message_type,
+        payload=row.payload,
+        ordering_key=row.ordering_key,
+        principal=row.principal,
+        correlation_id=row.correlation_id,
+        created_at=row.created_at,
+    )
+
+    for _ in range(2):
+        if shop.kind == "sync":
+            await asyncio.to_thread(entry.deliver_sync, shop.mediator)
+        else:
+            await entry.deliver(shop.mediator)
+
+    assert shop.backend.applied() == [("o9", reserve_id)]  # applied once
+    [seen] = app.Observed.of("reserve")  # the second delivery was a replay
+    assert (seen.key, seen.correlation_id) == (reserve_id, "corr-own")
+    assert seen.principal == Principal(
+        "ada", frozenset({"clerk", "buyer"}), {"tenant": "acme"}
+    )
+    assert OutboxEntry.is_final(ForbiddenError("no")) is True
+    assert OutboxEntry.is_final(ConnectionError("down")) is False
