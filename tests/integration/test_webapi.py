@@ -634,15 +634,20 @@ def test_under_uvicorn_the_lifespans_relay_reserves_and_stops_with_the_app(
                     headers={"Idempotency-Key": f"k-{number}"},
                 )
             )
+        stats = None
         for _ in range(1000):  # at most 10 s for the relay to deliver
             states = [
                 client.get(f"/orders/o-{number}").json()["state"] for number in range(3)
             ]
-            if states == ["reserved"] * 3:
+            # The order is settled by the receiver's commit; the relay records
+            # the delivery and reads its stats just after.
+            stats = app.state.relay.last_stats
+            if states == ["reserved"] * 3 and stats is not None and not stats.pending:
                 break
             waited.wait(0.01)
         assert states == ["reserved"] * 3
-        assert app.state.relay.last_stats.pending == 0
+        assert stats is not None
+        assert stats.pending == 0
     # serve_app waited for the lifespan's end: the relay stopped with it.
     assert not app.state.relay_task.running
     # The answers hold their streams, so no id below is reused.
