@@ -274,11 +274,38 @@ def _principal_json(principal: Principal) -> str:
 
 
 def _principal_of(text: str | None) -> Principal | None:
+    """The principal a record names; a record the outbox did not write is refused.
+
+    Raises:
+        ConfigurationError: Not the JSON `_principal_json` writes.
+    """
     if text is None:
         return None
-    record = json.loads(text)
-    claims = {} if "tenant" not in record else {"tenant": record["tenant"]}
-    return Principal(str(record["id"]), frozenset(record["roles"]), claims)
+    try:
+        record: dict[str, object] = json.loads(text)
+        identity, roles = record["id"], cast(list[object], record["roles"])
+        tenant: object = record.get("tenant", "")
+        valid = (
+            isinstance(identity, str)
+            and isinstance(cast(object, roles), list)
+            and all(isinstance(role, str) for role in roles)
+            and isinstance(tenant, str)
+        )
+        found = Principal(
+            str(identity),
+            frozenset(str(role) for role in roles),
+            {"tenant": tenant} if "tenant" in record else {},
+        )
+    except (ValueError, TypeError, KeyError) as error:
+        raise ConfigurationError(
+            "the outbox message's principal is not one the outbox writes "
+            f"({type(error).__name__})"
+        ) from None
+    if not valid:
+        raise ConfigurationError(
+            "the outbox message's principal is not one the outbox writes"
+        )
+    return found
 
 
 # --- delivery -------------------------------------------------------------------

@@ -282,6 +282,35 @@ async def test_a_message_no_handler_takes_is_dead_at_once_with_the_reason(
     assert "Unhandled" in row.last_error
 
 
+@pytest.mark.parametrize(
+    "planted",
+    [
+        "not json",
+        '{"id": "ada"}',
+        '{"id": 7, "roles": []}',
+        '{"id": "ada", "roles": "admin"}',
+        '{"id": "ada", "roles": ["admin"], "tenant": {"nested": 1}}',
+        "[1, 2]",
+    ],
+)
+async def test_a_principal_the_outbox_did_not_write_is_dead_at_once(
+    shop: Shop, planted: str
+) -> None:
+    [message_id] = await shop.send(place("o1", ("reserve", "o1")))
+    with shop.backend.engine.begin() as connection:
+        connection.execute(sa.update(outbox_table).values(principal=planted))
+
+    assert await shop.run_once(shop.relay(max_attempts=10)) == 1
+
+    row = shop.backend.message(message_id)
+    assert (row.state, row.attempts) == ("dead", 1)
+    assert row.last_error.startswith(
+        "ConfigurationError: the outbox message's principal is not one the outbox "
+        "writes"
+    )
+    assert app.Observed.of("reserve") == []
+
+
 async def test_a_payload_that_no_longer_fits_is_dead_at_once(shop: Shop) -> None:
     [message_id] = await shop.send(place("o1", ("reserve", "o1")))
     with shop.backend.engine.begin() as connection:
