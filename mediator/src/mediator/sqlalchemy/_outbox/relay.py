@@ -28,6 +28,7 @@ from mediator._core.errors import SyncPathError
 from mediator._dispatch.mediator import Mediator
 from mediator._dispatch.outbox import delivered, delivered_sync, error_summary, is_final
 from mediator._primitives.backoff import delays_problem, exponential, jitter_factor
+from mediator._primitives.durations import MAX_DURATION, in_seconds
 from mediator.sqlalchemy._errors import translate_error
 from mediator.sqlalchemy._idempotency.sql import own_options
 from mediator.sqlalchemy._outbox import sql
@@ -47,6 +48,8 @@ __all__ = ["AsyncHandoff", "Handoff", "OutboxRelay"]
 T = TypeVar("T")
 _log: Final = logging.getLogger("mediator.outbox")
 _SLEEPER: Final = SystemClock()  # the lease keeper's real waits
+_LONGEST_RETENTION: Final = timedelta(days=36_500)
+_DELIVERED: Final[dict[str, Any]] = {"state": DELIVERED}
 
 
 @runtime_checkable
@@ -72,11 +75,21 @@ class AsyncHandoff(Protocol):
         ...
 
 
-def _positive(name: str, value: object) -> None:
-    if not isinstance(value, timedelta) or value <= timedelta(0):
+def _positive(name: str, value: object, longest: timedelta = MAX_DURATION) -> None:
+    """Refuse a duration that is not a positive timedelta of at most `longest`.
+
+    A longer one would overflow a datetime at the first round, not here.
+    """
+    if not isinstance(value, timedelta) or not timedelta(0) < value <= longest:
         raise ValueError(
-            f"OutboxRelay({name}=...) must be a positive timedelta, got {value!r}"
+            f"OutboxRelay({name}=...) must be a positive timedelta, got {value!r} "
+            f"(at most {in_seconds(longest)})"
         )
+
+
+def _dead_step(limit: int) -> Callable[[Connection], list[OutboxMessage]]:
+    _count("limit", limit)
+    return lambda c: sql.dead_messages(c, limit=limit)
 
 
 def _count(name: str, value: object) -> None:
@@ -238,27 +251,21 @@ class OutboxRelay:
 
     async def stats(self) -> OutboxStats:
         """Pending, in-flight and dead messages, and the delivery lag, read now."""
-        now = self._clock.now()
-        found = await self._atransaction(lambda c: sql.read_stats(c, now=now))
-        self._last_stats = found
-        return found
+        self._last_stats = await self._atransaction(self._stats_step())
+        return self._last_stats
 
     def stats_sync(self) -> OutboxStats:
         """`stats` without an event loop."""
-        now = self._clock.now()
-        found = self._transaction(lambda c: sql.read_stats(c, now=now))
-        self._last_stats = found
-        return found
+        self._last_stats = self._transaction(self._stats_step())
+        return self._last_stats
 
     async def dead_messages(self, limit: int = 100) -> list[OutboxMessage]:
         """The dead messages, oldest first: what `redeliver` takes."""
-        _count("limit", limit)
-        return await self._atransaction(lambda c: sql.dead_messages(c, limit=limit))
+        return await self._atransaction(_dead_step(limit))
 
     def dead_messages_sync(self, limit: int = 100) -> list[OutboxMessage]:
         """`dead_messages` without an event loop."""
-        _count("limit", limit)
-        return self._transaction(lambda c: sql.dead_messages(c, limit=limit))
+        return self._transaction(_dead_step(limit))
 
     async def redeliver(self, message_id: str) -> bool:
         """Make a dead message due again, with a fresh count of `max_attempts`.
@@ -267,40 +274,46 @@ class OutboxRelay:
             True when it was dead; False for an id that is pending, delivered
             or unknown (a delivered message is never sent again by this).
         """
-        now = self._clock.now()
-        found = await self._atransaction(
-            lambda c: sql.redeliver(c, message_id=message_id, now=now)
-        )
-        if found:
-            _log.info("outbox message %s is due again (redeliver)", message_id)
-            doorbell.ring(self._database)
-        return found
+        found = await self._atransaction(self._redeliver_step(message_id))
+        return self._redelivered(message_id, found)
 
     def redeliver_sync(self, message_id: str) -> bool:
         """`redeliver` without an event loop."""
-        now = self._clock.now()
-        found = self._transaction(
-            lambda c: sql.redeliver(c, message_id=message_id, now=now)
-        )
-        if found:
-            _log.info("outbox message %s is due again (redeliver)", message_id)
-            doorbell.ring(self._database)
-        return found
+        found = self._transaction(self._redeliver_step(message_id))
+        return self._redelivered(message_id, found)
 
     async def purge_delivered(self, older_than: timedelta) -> int:
         """Delete messages delivered more than `older_than` ago; how many.
 
         Schedule it (hourly, say); dead and pending messages are never purged.
         """
-        _positive("older_than", older_than)
-        before = self._clock.now() - older_than
-        return await self._atransaction(lambda c: sql.purge_delivered(c, before=before))
+        return await self._atransaction(self._purge_step(older_than))
 
     def purge_delivered_sync(self, older_than: timedelta) -> int:
         """`purge_delivered` without an event loop."""
-        _positive("older_than", older_than)
+        return self._transaction(self._purge_step(older_than))
+
+    # Each operation is one step on a connection, built here (its arguments
+    # checked and its time read), then run by `_transaction` or `_atransaction`.
+
+    def _stats_step(self) -> Callable[[Connection], OutboxStats]:
+        now = self._clock.now()
+        return lambda c: sql.read_stats(c, now=now)
+
+    def _redeliver_step(self, message_id: str) -> Callable[[Connection], bool]:
+        now = self._clock.now()
+        return lambda c: sql.redeliver(c, message_id=message_id, now=now)
+
+    def _redelivered(self, message_id: str, found: bool) -> bool:
+        if found:
+            _log.info("outbox message %s is due again (redeliver)", message_id)
+            doorbell.ring(self._database)
+        return found
+
+    def _purge_step(self, older_than: timedelta) -> Callable[[Connection], int]:
+        _positive("older_than", older_than, _LONGEST_RETENTION)
         before = self._clock.now() - older_than
-        return self._transaction(lambda c: sql.purge_delivered(c, before=before))
+        return lambda c: sql.purge_delivered(c, before=before)
 
     # --- delivering ------------------------------------------------------------
 
@@ -423,13 +436,10 @@ class OutboxRelay:
             except Exception as error:
                 outcome = self._failed(found, error)
             else:
-                outcome = self._succeeded()
+                outcome = _DELIVERED
             finally:
                 in_flight.discard(found.seq)
-            now = self._clock.now()
-            kept = await self._atransaction(
-                lambda c: sql.finish(c, seq=found.seq, token=token, now=now, **outcome)
-            )
+            kept = await self._atransaction(self._finish_step(found, token, outcome))
             self._recorded(found, outcome, kept)
 
     def _deliver_sync(self, found: Claimed, token: str, in_flight: set[int]) -> None:
@@ -438,14 +448,17 @@ class OutboxRelay:
         except Exception as error:
             outcome = self._failed(found, error)
         else:
-            outcome = self._succeeded()
+            outcome = _DELIVERED
         finally:
             in_flight.discard(found.seq)
-        now = self._clock.now()
-        kept = self._transaction(
-            lambda c: sql.finish(c, seq=found.seq, token=token, now=now, **outcome)
-        )
+        kept = self._transaction(self._finish_step(found, token, outcome))
         self._recorded(found, outcome, kept)
+
+    def _finish_step(
+        self, found: Claimed, token: str, outcome: dict[str, Any]
+    ) -> Callable[[Connection], bool]:
+        now, seq = self._clock.now(), found.seq
+        return lambda c: sql.finish(c, seq=seq, token=token, now=now, **outcome)
 
     async def _asend(self, message: OutboxMessage) -> None:
         handoff = self._handoff
@@ -467,10 +480,6 @@ class OutboxRelay:
                 "OutboxRelay's handoff is an AsyncHandoff only: use run() or "
                 "run_once(), or give a Handoff with hand_off(message)"
             )
-
-    @staticmethod
-    def _succeeded() -> dict[str, Any]:
-        return {"state": DELIVERED}
 
     def _failed(self, found: Claimed, error: BaseException) -> dict[str, Any]:
         summary = error_summary(error)
