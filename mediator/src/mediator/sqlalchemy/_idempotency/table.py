@@ -39,6 +39,7 @@ __all__ = [
     "UtcDateTime",
     "acreate_idempotency_table",
     "check_kind",
+    "check_table",
     "create_idempotency_table",
     "ensure_table",
     "idempotency_table",
@@ -223,27 +224,44 @@ async def _acheck(engine: AsyncEngine) -> None:
 
 
 def _check(connection: Connection) -> None:
-    name = idempotency_table.name
-    dialect = connection.dialect.name
-    create = (
-        "create it with create_idempotency_table(engine) "
+    check_table(
+        connection,
+        idempotency_table,
+        what="the idempotency store's table",
+        writer="the store",
+        create="create it with create_idempotency_table(engine) "
         "(await acreate_idempotency_table(engine) for an AsyncEngine), or apply "
-        f"the migration shipped in mediator/sqlalchemy/migrations "
-        f"(0001_idempotency.{dialect}.sql)"
+        "the migration shipped in mediator/sqlalchemy/migrations "
+        f"(0001_idempotency.{connection.dialect.name}.sql)",
     )
+
+
+def check_table(
+    connection: Connection, table: Table, *, what: str, writer: str, create: str
+) -> None:
+    """Refuse a database where `table` is missing or lacks some of its columns.
+
+    Args:
+        connection: Where to look.
+        table: The table as its writer expects it.
+        what: The table's part in a message ("the outbox's table").
+        writer: Who writes it ("the outbox").
+        create: How to create it, as the message's end.
+
+    Raises:
+        ConfigurationError: Naming the table, the missing columns and `create`.
+    """
+    name = table.name
     inspector = inspect(connection)
     if not inspector.has_table(name):
         raise ConfigurationError(
-            f"the idempotency store's table {name!r} does not exist in this "
-            f"{dialect} database: {create}"
+            f"{what} {name!r} does not exist in this {connection.dialect.name} "
+            f"database: {create}"
         )
     present = {column["name"] for column in inspector.get_columns(name)}
-    missing = [
-        column.name for column in idempotency_table.c if column.name not in present
-    ]
+    missing = [column.name for column in table.c if column.name not in present]
     if missing:
         raise ConfigurationError(
-            f"the idempotency store's table {name!r} lacks the columns "
-            f"{', '.join(missing)}: it is not the table the store writes; "
-            f"drop or rename it and {create}"
+            f"{what} {name!r} lacks the columns {', '.join(missing)}: it is not "
+            f"the table {writer} writes; drop or rename it and {create}"
         )

@@ -24,13 +24,15 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
-    inspect,
     text,
 )
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from mediator._core.errors import ConfigurationError
-from mediator.sqlalchemy._idempotency.table import UtcDateTime, check_kind
+from mediator.sqlalchemy._idempotency.table import (
+    UtcDateTime,
+    check_kind,
+    check_table,
+)
 
 __all__ = [
     "DEAD",
@@ -143,28 +145,21 @@ def ensure_outbox_table(connection: Connection) -> None:
     """
     if connection.engine in _checked:
         return
-    name = outbox_table.name
-    dialect = connection.dialect.name
     create = (
         "create it with create_outbox_table(engine) (await "
         "acreate_outbox_table(engine) for an AsyncEngine), or apply the migration "
-        f"shipped in mediator/sqlalchemy/migrations (0002_outbox.{dialect}.sql)"
+        "shipped in mediator/sqlalchemy/migrations "
+        f"(0002_outbox.{connection.dialect.name}.sql)"
     )
-    inspector = inspect(connection)
-    if not inspector.has_table(name):
-        connection.rollback()
-        raise ConfigurationError(
-            f"the outbox's table {name!r} does not exist in this {dialect} "
-            f"database: {create}"
+    try:
+        check_table(
+            connection,
+            outbox_table,
+            what="the outbox's table",
+            writer="the outbox",
+            create=create,
         )
-    present = {column["name"] for column in inspector.get_columns(name)}
-    missing = [column.name for column in outbox_table.c if column.name not in present]
-    if missing:
-        connection.rollback()
-        raise ConfigurationError(
-            f"the outbox's table {name!r} lacks the columns {', '.join(missing)}: "
-            f"it is not the table the outbox writes; drop or rename it and {create}"
-        )
+    finally:
+        if connection.in_transaction():  # the inspection's own
+            connection.rollback()
     _checked.add(connection.engine)
-    if connection.in_transaction():  # the inspection's own
-        connection.rollback()
