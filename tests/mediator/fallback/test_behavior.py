@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from datetime import timedelta
 from typing import Any, ClassVar
 
@@ -218,12 +219,18 @@ async def test_degradation_is_read_per_send() -> None:
     outage = Outage(failures=4)
     mediator, _ = shop(outage)
 
-    assert degradation() is None
-    await mediator.send(GetStockAsync(sku="A"))
-    assert degradation() == DEGRADED
-    # The handler answers now (its fifth call): this send was not degraded.
-    assert await mediator.send(GetStockAsync(sku="A")) == 40
-    assert degradation() is None
+    async def sends() -> None:
+        assert degradation() is None
+        await mediator.send(GetStockAsync(sku="A"))
+        assert degradation() == DEGRADED
+        # The handler answers now (its fifth call): this send was not degraded.
+        assert await mediator.send(GetStockAsync(sku="A")) == 40
+        assert degradation() is None
+
+    # A fresh context, every variable at its default: an earlier test on this
+    # worker (a sync send, or an async one in anyio's long-lived runner task)
+    # may have left its own reading in the context this test starts in.
+    await asyncio.create_task(sends(), context=contextvars.Context())
 
 
 async def test_a_task_started_before_the_send_does_not_see_its_degradation() -> None:
