@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+from collections.abc import Coroutine
 from datetime import timedelta
 from typing import Any, ClassVar
 
@@ -215,6 +216,16 @@ async def test_a_cancellation_during_the_fallback_propagates_as_it_is() -> None:
         await mediator.send(GetStockAsync(sku="A"))
 
 
+async def in_a_fresh_context(body: Coroutine[Any, Any, None]) -> None:
+    """Run `body` with every context variable at its default.
+
+    An earlier test on this worker may have left its own reading in the
+    context a test starts in: a sync send in the main thread's, or an async
+    one in the runner task anyio keeps across tests.
+    """
+    await asyncio.create_task(body, context=contextvars.Context())
+
+
 async def test_degradation_is_read_per_send() -> None:
     outage = Outage(failures=4)
     mediator, _ = shop(outage)
@@ -227,10 +238,7 @@ async def test_degradation_is_read_per_send() -> None:
         assert await mediator.send(GetStockAsync(sku="A")) == 40
         assert degradation() is None
 
-    # A fresh context, every variable at its default: an earlier test on this
-    # worker (a sync send, or an async one in anyio's long-lived runner task)
-    # may have left its own reading in the context this test starts in.
-    await asyncio.create_task(sends(), context=contextvars.Context())
+    await in_a_fresh_context(sends())
 
 
 async def test_a_task_started_before_the_send_does_not_see_its_degradation() -> None:
@@ -241,11 +249,14 @@ async def test_a_task_started_before_the_send_does_not_see_its_degradation() -> 
     async def elsewhere() -> None:
         seen.append(degradation())
 
-    other = asyncio.ensure_future(elsewhere())
-    await mediator.send(GetStockAsync(sku="A"))
-    await other
-    assert degradation() == DEGRADED
-    assert seen == [None]
+    async def sends() -> None:
+        other = asyncio.ensure_future(elsewhere())
+        await mediator.send(GetStockAsync(sku="A"))
+        await other
+        assert degradation() == DEGRADED
+        assert seen == [None]
+
+    await in_a_fresh_context(sends())
 
 
 # --- a @fallback send answers for itself, not for a send nested in it ----------
