@@ -188,6 +188,13 @@ class Outbox(ABC):
     def _record(self, entry: OutboxEntry) -> None:
         """Write `entry` in the running unit of work's transaction."""
 
+    def _now(self) -> datetime:
+        """When a message is recorded, and first due: the system's time.
+
+        `SqlAlchemyOutbox` reads the bound `WallClock` instead.
+        """
+        return utc_now()
+
     def _add(
         self, kind: OutboxKind, message: Command[Any] | Notification, key: str | None
     ) -> str:
@@ -214,7 +221,7 @@ class Outbox(ABC):
             ordering_key=key,
             principal=None if principal is None else _principal_json(principal),
             correlation_id=current_correlation_id(),
-            created_at=utc_now(),
+            created_at=self._now(),
         )
         self._record(entry)
         return entry.id

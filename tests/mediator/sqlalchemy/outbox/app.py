@@ -21,7 +21,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 import sqlalchemy as sa
 from anyio.lowlevel import checkpoint
-from injector import Injector, Module, inject
+from injector import Binder, Injector, Module, inject
 from pydantic import BaseModel, Field, SecretStr
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 from sqlalchemy.orm import Session
@@ -41,6 +41,7 @@ from mediator import (
     Sensitive,
     Stage,
     SyncNext,
+    WallClock,
     current_correlation_id,
     current_idempotency_key,
     current_principal,
@@ -656,9 +657,14 @@ class AfterReserveModule(Module):
 
 
 def build(
-    kind: Literal["sync", "async"], engine: sa.Engine, async_engine: AsyncEngine
+    kind: Literal["sync", "async"],
+    engine: sa.Engine,
+    async_engine: AsyncEngine,
+    *,
+    wall_clock: WallClock | None = None,
 ) -> Mediator:
-    """A mediator with the default chain, retry and the handlers of `kind`."""
+    """A mediator with the default chain, retry and the handlers of `kind`;
+    `wall_clock`, if given, is bound as its `WallClock`."""
     handlers = SYNC_HANDLERS if kind == "sync" else ASYNC_HANDLERS
     database = (
         SqlAlchemyModule(engine=engine)
@@ -669,10 +675,13 @@ def build(
         ResilienceMediatorOptions(max_retry_attempts=3, use_jitter=False),
         clock=FakeClock(),
     )
-    modules = [
+    modules: list[Module | Callable[[Binder], None]] = [
         MediatorModule(lambda m: m.add_handler(*handlers).use_defaults()),
         resilience,
         database,
         AfterReserveModule(),
     ]
+    if wall_clock is not None:
+        bound = wall_clock
+        modules.append(lambda binder: binder.bind(WallClock, to=bound))
     return Injector(modules).get(Mediator)

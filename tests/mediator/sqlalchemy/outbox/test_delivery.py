@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
 import json
 import logging
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -60,6 +61,26 @@ async def test_a_round_delivers_as_recorded(shop: Shop) -> None:
     }
     assert "ada@example.com" not in rows[0].principal
     assert await shop.run_once(relay) == 0  # delivered: never claimed again
+
+
+async def test_a_message_is_recorded_at_the_bound_wall_clocks_time(
+    shop: Shop,
+) -> None:
+    # Years behind the system's clock: a message recorded at the system's time
+    # would not be due for this relay until then.
+    shop.clock.current = datetime(2001, 3, 4, 5, 6, tzinfo=UTC)
+    mediator = app.build(
+        shop.kind,
+        shop.backend.engine,
+        shop.backend.async_engine,
+        wall_clock=shop.clock,
+    )
+    shop = dataclasses.replace(shop, mediator=mediator)
+    [message_id] = await shop.send(place("o1", ("reserve", "o1")))
+
+    assert shop.backend.message(message_id).created_at == shop.clock.now()
+    assert await shop.run_once(shop.relay()) == 1
+    assert shop.backend.applied() == [("o1", message_id)]
 
 
 async def test_an_anonymous_recorded_message_is_applied_by_an_idempotent_receiver(

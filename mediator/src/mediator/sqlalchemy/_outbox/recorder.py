@@ -14,14 +14,18 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import asdict
+from datetime import datetime
 from typing import Any, Final
 
+from injector import inject
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session, registry
 
+from mediator._core.clock import SystemWallClock, WallClock
 from mediator._core.errors import ConfigurationError
 from mediator._core.scope import UNIT_OF_WORK, active_scope
+from mediator._core.wiring import Wiring
 from mediator._dispatch.outbox import Outbox, OutboxEntry
 from mediator.sqlalchemy._outbox.table import PENDING, outbox_table
 from mediator.sqlalchemy._unit_of_work import (
@@ -105,12 +109,25 @@ def database_of(session: Session) -> str:
 class SqlAlchemyOutbox(Outbox):
     """The `Outbox` bound by `SqlAlchemyModule`: rows in the running transaction.
 
+    A message is recorded, and first due, at the bound `WallClock`'s time (the
+    system's when none is bound), so a relay given the same clock sees it due.
+
     Raises:
         ConfigurationError: On `send` or `publish` outside a ``@transactional``
             handler, or inside one whose unit of work is not
             `SqlAlchemyModule`'s (a `UnitOfWork` of your own: the outbox cannot
             know its session).
     """
+
+    @inject
+    def __init__(self, resolver: Wiring) -> None:
+        wall = resolver.optional(WallClock, context="Outbox")
+        self._wall: WallClock = wall() if wall is not None else SystemWallClock()
+
+    def _now(self) -> datetime:
+        # The bound WallClock, the one the relays of a test or a simulation
+        # are given: a message is due by the clock that records it.
+        return self._wall.now()
 
     def _record(self, entry: OutboxEntry) -> None:
         session = _running_session()
