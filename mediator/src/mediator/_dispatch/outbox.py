@@ -55,6 +55,7 @@ __all__ = [
     "error_summary",
     "is_final",
     "rebuild",
+    "recorded_principal",
 ]
 
 OutboxKind = Literal["send", "publish"]
@@ -280,6 +281,36 @@ def _principal_json(principal: Principal) -> str:
     return json.dumps(record, separators=(",", ":"))
 
 
+def recorded_principal(text: str) -> Principal:
+    """The principal a stored record names, read as `_principal_json` wrote it.
+
+    Raises:
+        ValueError: Not that JSON; the message says what is wrong.
+    """
+    try:
+        found: object = json.loads(text)
+    except ValueError:
+        raise ValueError("the principal is not JSON") from None
+    if not isinstance(found, dict):
+        raise ValueError("the principal is not a JSON object")
+    record = cast(dict[str, object], found)
+    identity, roles = record.get("id"), record.get("roles")
+    if not (
+        isinstance(identity, str)
+        and isinstance(roles, list)
+        and all(isinstance(role, str) for role in cast(list[object], roles))
+    ):
+        raise ValueError("the principal has no string id and list of roles")
+    tenant = record.get("tenant")
+    if "tenant" in record and not isinstance(tenant, str):
+        raise ValueError("the principal's tenant is not a string")
+    return Principal(
+        identity,
+        frozenset(cast(list[str], roles)),
+        {"tenant": tenant} if "tenant" in record else {},
+    )
+
+
 def _principal_of(text: str | None) -> Principal | None:
     """The principal a record names; a record the outbox did not write is refused.
 
@@ -289,30 +320,11 @@ def _principal_of(text: str | None) -> Principal | None:
     if text is None:
         return None
     try:
-        record: dict[str, object] = json.loads(text)
-        identity, roles = record["id"], cast(list[object], record["roles"])
-        tenant: object = record.get("tenant", "")
-        valid = (
-            isinstance(identity, str)
-            and isinstance(cast(object, roles), list)
-            and all(isinstance(role, str) for role in roles)
-            and isinstance(tenant, str)
-        )
-        found = Principal(
-            str(identity),
-            frozenset(str(role) for role in roles),
-            {"tenant": tenant} if "tenant" in record else {},
-        )
-    except (ValueError, TypeError, KeyError) as error:
+        return recorded_principal(text)
+    except ValueError as error:
         raise ConfigurationError(
-            "the outbox message's principal is not one the outbox writes "
-            f"({type(error).__name__})"
+            f"the outbox message's principal is not one the outbox writes: {error}"
         ) from None
-    if not valid:
-        raise ConfigurationError(
-            "the outbox message's principal is not one the outbox writes"
-        )
-    return found
 
 
 # --- delivery -------------------------------------------------------------------

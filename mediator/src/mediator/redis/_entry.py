@@ -10,14 +10,13 @@ the consumer moves to its dead stream with the reason.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Final, Protocol, cast, get_args
 
 from mediator._behaviors.idempotency.marker import check_key
 from mediator._core.errors import MediatorError
-from mediator._dispatch.outbox import OutboxEntry, OutboxKind
+from mediator._dispatch.outbox import OutboxEntry, OutboxKind, recorded_principal
 
 __all__ = ["GarbledEntryError", "OutboxRecord", "entry_fields", "entry_of"]
 
@@ -112,25 +111,6 @@ def _text(value: object, name: str) -> str:
     raise GarbledEntryError(f"the field {name!r} is a {type(value).__qualname__}")
 
 
-def _check_principal(text: str) -> None:
-    try:
-        record: object = json.loads(text)
-    except ValueError:
-        raise GarbledEntryError("the principal is not JSON") from None
-    if not isinstance(record, dict):
-        raise GarbledEntryError("the principal is not a JSON object")
-    principal = cast(dict[str, object], record)
-    roles = principal.get("roles")
-    if not isinstance(principal.get("id"), str) or not (
-        isinstance(roles, list)
-        and all(isinstance(role, str) for role in cast(list[object], roles))
-    ):
-        raise GarbledEntryError("the principal has no string id and list of roles")
-    tenant = principal.get("tenant")
-    if tenant is not None and not isinstance(tenant, str):
-        raise GarbledEntryError("the principal's tenant is not a string")
-
-
 def _created_at(text: str) -> datetime:
     try:
         found = datetime.fromisoformat(text)
@@ -161,7 +141,10 @@ def entry_of(fields: Mapping[Any, object]) -> OutboxEntry:
         raise GarbledEntryError(f"the kind is {kind[:40]!r}, not send or publish")
     principal = text.get("principal")
     if principal is not None:
-        _check_principal(principal)
+        try:
+            recorded_principal(principal)
+        except ValueError as error:
+            raise GarbledEntryError(str(error)) from None
     return OutboxEntry(
         id=text["id"],
         kind=cast(OutboxKind, kind),
