@@ -34,7 +34,7 @@ from injector import Injector as _Injector
 from mediator._core.errors import UnresolvableDependencyError
 from mediator._core.scope import RequestScope, ScopeState, active_scope
 
-__all__ = ["PROVIDED_BY", "Factory", "Wiring", "provided_by"]
+__all__ = ["PROVIDED_BY", "Factory", "Wiring", "bound_explicitly", "provided_by"]
 
 _UNSET: Any = object()
 _LOOKUPS: tuple[object, ...] = (ProviderOf, AssistedBuilder, ClassAssistedBuilder)
@@ -166,12 +166,7 @@ class Wiring:
         )
 
     def _bound_explicitly(self, key: object) -> bool:
-        binder: Binder | None = self._injector.binder
-        while binder is not None:
-            if binder.has_explicit_binding_for(cast("type[Any]", key)):
-                return True
-            binder = binder.parent
-        return False
+        return bound_explicitly(self._injector, key)
 
     def _unbound(self, key: type[Any]) -> bool:
         binder: Binder | None = self._injector.binder
@@ -328,6 +323,16 @@ def provided_by(key: object) -> str | None:
     if isinstance(own, str):
         return f"add {own} to the Injector's modules"
     return _FOREIGN.get((key.__module__, key.__qualname__))
+
+
+def bound_explicitly(injector: _Injector, key: object) -> bool:
+    """Whether a module of `injector` (or of a parent) bound `key`."""
+    binder: Binder | None = injector.binder
+    while binder is not None:
+        if binder.has_explicit_binding_for(cast("type[Any]", key)):
+            return True
+        binder = binder.parent
+    return False
 
 
 def _scope_of(cls: type[Any]) -> object:

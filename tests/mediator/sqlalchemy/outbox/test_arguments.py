@@ -240,10 +240,9 @@ def test_the_outbox_in_the_handler_of_a_plain_request_fails_the_build(
 
 
 def test_an_outbox_not_in_a_send_is_a_configuration_error() -> None:
-    from mediator._core.wiring import Wiring
-    from mediator.sqlalchemy._outbox.recorder import SqlAlchemyOutbox
-
-    outbox: Outbox = SqlAlchemyOutbox(Wiring(Injector(), fixed={}))
+    outbox = Injector([SqlAlchemyModule(engine=sa.create_engine("sqlite://"))]).get(
+        Outbox
+    )
     with pytest.raises(ConfigurationError, match="@transactional"):
         outbox.send(app.Reserve(order_id="o1"))
 

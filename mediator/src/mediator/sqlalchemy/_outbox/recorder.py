@@ -15,9 +15,9 @@ import threading
 from collections.abc import Callable
 from dataclasses import asdict
 from datetime import datetime
-from typing import Any, Final
+from typing import Any, Final, cast
 
-from injector import inject
+from injector import Injector, inject
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session, registry
@@ -25,7 +25,7 @@ from sqlalchemy.orm import Session, registry
 from mediator._core.clock import SystemWallClock, WallClock
 from mediator._core.errors import ConfigurationError
 from mediator._core.scope import UNIT_OF_WORK, active_scope
-from mediator._core.wiring import Wiring
+from mediator._core.wiring import bound_explicitly
 from mediator._dispatch.outbox import Outbox, OutboxEntry
 from mediator.sqlalchemy._outbox.table import PENDING, outbox_table
 from mediator.sqlalchemy._unit_of_work import (
@@ -120,9 +120,14 @@ class SqlAlchemyOutbox(Outbox):
     """
 
     @inject
-    def __init__(self, resolver: Wiring) -> None:
-        wall = resolver.optional(WallClock, context="Outbox")
-        self._wall: WallClock = wall() if wall is not None else SystemWallClock()
+    def __init__(self, injector: Injector) -> None:
+        # The injector, not the mediator's Wiring: an Outbox is also built by
+        # injector alone (a service of yours that records, got outside a send).
+        self._wall: WallClock = (
+            cast(WallClock, injector.get(cast(type[Any], WallClock)))
+            if bound_explicitly(injector, WallClock)
+            else SystemWallClock()
+        )
 
     def _now(self) -> datetime:
         # The bound WallClock, the one the relays of a test or a simulation
