@@ -189,6 +189,7 @@ def test_a_time_without_a_zone_is_read_as_utc() -> None:
         ({"principal": "[]"}, "the principal is not a JSON object"),
         ({"principal": '{"id":"a","roles":"admin"}'}, "no string id and list of roles"),
         ({"principal": '{"id":"a","roles":[],"tenant":1}'}, "tenant is not a string"),
+        ({"principal": "[" * 100_000 + "]" * 100_000}, "the principal is not JSON"),
         ({"payload": ""}, "the entry has no payload"),
         ({"payload": b"\xc3"}, "the field 'payload' is not UTF-8"),
         ({"payload": 7}, "the field 'payload' is a int"),

@@ -289,7 +289,7 @@ def recorded_principal(text: str) -> Principal:
     """
     try:
         found: object = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested past the parser's stack
         raise ValueError("the principal is not JSON") from None
     if not isinstance(found, dict):
         raise ValueError("the principal is not a JSON object")
@@ -340,8 +340,11 @@ def rebuild(kind: str, message_type: str, payload: str) -> Command[Any] | Notifi
         pydantic.ValidationError: The payload no longer fits the class.
     """
     module_name, _, qualname = message_type.partition(":")
-    found: object = sys.modules.get(module_name)
-    for part in qualname.split(".") if found is not None and qualname else ():
+    module = sys.modules.get(module_name)
+    # Read from the module's namespace: getattr would run a module's own
+    # __getattr__, which may import a module because of a stored name.
+    found: object = None if module is None else vars(module).get(qualname.split(".")[0])
+    for part in qualname.split(".")[1:] if found is not None else ():
         found = getattr(found, part, None)
     base = Command if kind == "send" else Notification
     if not (isinstance(found, type) and issubclass(found, base)) or (

@@ -4,6 +4,8 @@ at construction for the relay, at the call for the outbox, and as a dead message
 
 from __future__ import annotations
 
+import sys
+import types
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -309,6 +311,32 @@ async def test_a_principal_the_outbox_did_not_write_is_dead_at_once(
         "writes"
     )
     assert app.Observed.of("reserve") == []
+
+
+async def test_a_type_is_read_from_the_modules_namespace_never_its_getattr(
+    shop: Shop, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked: list[str] = []
+    lazy = types.ModuleType("tests_lazy_module")
+
+    def lazy_getattr(name: str) -> object:  # a PEP 562 hook that would import
+        asked.append(name)
+        return app.Reserve
+
+    lazy.__getattr__ = lazy_getattr  # type: ignore[method-assign]
+    monkeypatch.setitem(sys.modules, lazy.__name__, lazy)
+    [message_id] = await shop.send(place("o1", ("reserve", "o1")))
+    with shop.backend.engine.begin() as connection:
+        connection.execute(
+            sa.update(outbox_table).values(message_type="tests_lazy_module:Reserve")
+        )
+
+    assert await shop.run_once(shop.relay(max_attempts=10)) == 1
+
+    row = shop.backend.message(message_id)
+    assert (row.state, row.attempts) == ("dead", 1)
+    assert row.last_error.startswith("ConfigurationError: ")
+    assert asked == []
 
 
 async def test_a_payload_that_no_longer_fits_is_dead_at_once(shop: Shop) -> None:
