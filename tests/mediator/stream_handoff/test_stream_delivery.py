@@ -381,3 +381,21 @@ def test_the_stream_deleted_under_the_consumer_is_made_again(
     handed_off(app, client, "o-1")
     assert consumer.run_once_sync() == 1
     assert app.applications() == ["o-1"]
+
+
+def test_an_entry_whose_dead_write_fails_stays_pending_unacknowledged(
+    app: App, client: redis.Redis
+) -> None:
+    consumer = consumer_of(app, client, min_idle=timedelta(0))
+    client.set(consumer.dead_stream, "planted")  # not a stream: XADD fails
+    client.xadd(STREAM, {"id": "m-1", "kind": "delete"})
+
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        consumer.run_once_sync()
+
+    assert pending_count(client) == 1  # kept for a later round, never dropped
+    client.delete(consumer.dead_stream)
+    assert consumer.run_once_sync() == 1  # taken over, and now dead
+    [(_, dead)] = read(client, consumer.dead_stream)
+    assert dead[b"error"].startswith(b"GarbledEntryError"), dead[b"error"]
+    assert pending_count(client) == 0

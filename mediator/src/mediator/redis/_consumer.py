@@ -427,12 +427,9 @@ class StreamConsumer:
             dead,
             reason,
         )
-        # One transaction: the dead entry is written exactly when it is acked.
-        yield _Call(
-            lambda r: (
-                r.pipeline(transaction=True)
-                .xadd(dead, fields)
-                .xack(stream, group, read.id)
-                .execute()
-            )
-        )
+        # Acked only once the dead entry is written: a MULTI would ack it even
+        # when its XADD failed (a key of another type at the dead stream's
+        # name). A crash in between leaves it pending: written dead twice,
+        # never lost.
+        yield _Call(lambda r: r.xadd(dead, fields))
+        yield _Call(lambda r: r.xack(stream, group, read.id))
